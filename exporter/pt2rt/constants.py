@@ -1,0 +1,16 @@
+"""The archive's fixed names and versions, in one place (mirror of include/pt2rt/constants.h).
+
+tests/python/test_constants.py checks that this module and the C++ header agree.
+"""
+
+ARCHIVE_FORMAT = "pt2rt"
+ARCHIVE_VERSION = "1"
+ARCHIVE_FORMAT_ENTRY = "archive_format"
+ARCHIVE_VERSION_ENTRY = "archive_version"
+PROGRAM_ENTRY = "program.fb"
+WEIGHTS_PREFIX = "weights/"
+EXTRA_PREFIX = "extra/"
+PROGRAM_IDENTIFIER = "PT2R"
+SCHEMA_MAJOR = 1
+SCHEMA_MINOR = 0
+DATA_ALIGNMENT = 64

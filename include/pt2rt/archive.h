@@ -1,0 +1,71 @@
+// pt2rt/archive.h — read access to a model.pt2 zip archive (libzip).
+//
+// Byte layout (archive format v1, DESIGN.md "The archive"):
+//
+//   zip file, every entry STORED (method 0), every entry's data 64-byte aligned
+//   ├── archive_format      "pt2rt"
+//   ├── archive_version     "1"          (major version of this layout)
+//   ├── program.fb          FlatBuffer, root table pt2rt.fb.Program, identifier "PT2R"
+//   ├── weights/<n>         raw little-endian storage bytes of one tensor
+//   └── extra/<name>        free-form user files; never executed
+//
+// Opening checks: it is a zip; entry names are unique; archive_format and
+// archive_version are present and equal kArchiveFormat / a known major version.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pt2rt {
+
+/// Facts about one zip entry, read from the central directory.
+struct EntryInfo {
+  std::string name;
+  uint64_t size = 0;             ///< uncompressed bytes
+  uint64_t compressed_size = 0;
+  bool stored = true;            ///< compression method 0 (STORED)
+  uint64_t data_offset = 0;      ///< absolute file offset of the entry's data (STORED only)
+};
+
+/// An opened archive. Move-only; owns the libzip handle (and, for `from_bytes`, a copy of
+/// the buffer). Reads are serialized internally, so one Archive may be read from
+/// several threads.
+class Archive {
+ public:
+  /// Opens the archive at `path`.
+  /// @throws FormatError: missing/unreadable file, not a zip, duplicate entry names,
+  ///   missing or wrong archive_format, unknown archive_version (names both versions).
+  static Archive open(const std::string& path);
+  /// Opens an archive held in memory; the bytes are copied and owned by the Archive.
+  /// @throws FormatError as open().
+  static Archive from_bytes(const uint8_t* data, size_t size);
+
+  Archive(Archive&&) noexcept;
+  Archive& operator=(Archive&&) noexcept;
+  ~Archive();
+
+  /// Where the archive came from ("<memory>" for from_bytes), for messages.
+  const std::string& source() const;
+  const std::vector<EntryInfo>& entries() const;
+  bool has_entry(const std::string& name) const;
+  /// @throws FormatError when absent.
+  const EntryInfo& entry(const std::string& name) const;
+
+  /// Reads a whole entry into a new buffer (use for program.fb and small entries).
+  /// @throws FormatError: missing entry, short read, CRC error, size above `max_size`.
+  std::vector<uint8_t> read(const std::string& name, uint64_t max_size = (1ull << 32)) const;
+  /// Reads exactly `size` bytes of entry `name` into caller-owned memory at `dst`
+  /// (no intermediate copy). Works for STORED and compressed entries.
+  /// @throws FormatError when the entry's size differs from `size` or a read fails.
+  void read_into(const std::string& name, void* dst, uint64_t size) const;
+
+ private:
+  struct Impl;
+  explicit Archive(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pt2rt

@@ -1,0 +1,50 @@
+// pt2rt/errors.h — the typed exceptions pt2rt throws.
+//
+// Every error pt2rt raises derives from pt2rt::Error (itself a std::runtime_error),
+// and every message names what was wrong: the zip entry, graph node, op overload
+// or input involved, with the numbers (sizes, offsets, versions) that disagree.
+//
+//   FormatError        the archive is not a valid pt2rt v1 archive (not a zip, wrong
+//                      archive_format, future major version, Verifier failure, bad
+//                      value id, weight entry of the wrong length, ...)
+//   OpResolutionError  ops the running LibTorch does not have, all listed at once
+//   InputError         a user input (or CLI argument) of the wrong count, dtype, rank,
+//                      size or device
+//   ExecutionError     a kernel failed while running a graph; wraps the dispatcher's
+//                      c10::Error with each argument's dtype, shape and device and the
+//                      Python stack trace recorded at export
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace pt2rt {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+class FormatError : public Error {
+ public:
+  explicit FormatError(const std::string& what) : Error("pt2rt::FormatError: " + what) {}
+};
+
+class OpResolutionError : public Error {
+ public:
+  explicit OpResolutionError(const std::string& what)
+      : Error("pt2rt::OpResolutionError: " + what) {}
+};
+
+class InputError : public Error {
+ public:
+  explicit InputError(const std::string& what) : Error("pt2rt::InputError: " + what) {}
+};
+
+class ExecutionError : public Error {
+ public:
+  explicit ExecutionError(const std::string& what)
+      : Error("pt2rt::ExecutionError: " + what) {}
+};
+
+}  // namespace pt2rt

@@ -1,0 +1,79 @@
+// pt2rt/model.h — a loaded model.pt2 as a differentiable callable.
+//
+// The C++ counterpart of AOTAutograd's aot_compile_joint_with_descriptors:
+//   * training mode (is_training() and grad mode enabled): forward() runs one
+//     torch::autograd::Function whose forward executes the forward graph and whose
+//     backward executes the backward graph (shared/reference/extending-func-autograd-function.txt);
+//     parameters are leaf tensors, so `loss.backward()` fills `.grad()` and any
+//     torch::optim optimizer works on parameters(). Mutated buffers (InputMutation
+//     outputs, e.g. BatchNorm running_mean/running_var/num_batches_tracked) are copied
+//     back into the buffers after the forward graph runs.
+//   * eval mode or grad disabled: the inference graph under c10::InferenceMode.
+//
+// Threading: the loaded plans are immutable; per-call state lives in a frame, so
+// concurrent inference calls on one Model are safe. Training calls mutate parameters'
+// .grad() and buffers and must be serialized by the caller, as in LibTorch.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pt2rt/program.h"
+
+namespace pt2rt {
+
+class Archive;
+
+class Model {
+ public:
+  /// Loads `path` and places its weights on `device` (CPU or CUDA). Resolves every op
+  /// through c10::Dispatcher once and builds the execution plans.
+  /// @throws FormatError (archive/program invalid), OpResolutionError (ops this LibTorch
+  ///   lacks, all listed, with the exporting and running torch versions).
+  static Model load(const std::string& path, c10::Device device = c10::kCPU);
+  /// Same, from an archive in memory; the bytes are copied.
+  static Model load(const uint8_t* data, size_t size, c10::Device device = c10::kCPU);
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  /// Runs the model on user inputs (in the order of the Plain input descriptors).
+  /// Returns the user outputs (Plain output descriptors) in order. Integer/bool outputs
+  /// are never differentiable.
+  /// @throws InputError: wrong count, dtype, rank, size or device, naming the input as
+  ///   `input 0 (x): expected float32[8, 64] on cpu, got float64[8, 64]`.
+  /// @throws ExecutionError: a kernel failed (node, op, argument metas, export stack trace).
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs) const;
+
+  /// Parameters in the export's named_parameters() order (all of them, frozen ones with
+  /// requires_grad=false included), as shared leaf tensors: optimizers update them in place.
+  std::vector<at::Tensor> parameters() const;
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, at::Tensor>> named_buffers() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const;
+
+  c10::Device device() const;
+  const Program& program() const;
+
+  /// Writes the current parameter and buffer values into a copy of the source archive at
+  /// `path`: temp file in the same directory, fsync, rename. Bundled example inputs are
+  /// kept; their references are dropped (they belong to the old weights).
+  /// @throws Error when the file cannot be written; the target is then left unchanged.
+  void save(const std::string& path) const;
+
+ private:
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pt2rt

@@ -1,0 +1,301 @@
+// pt2rt/program.h — the decoded, verified program of a model.pt2 archive.
+//
+// `Program` is a plain C++ mirror of the FlatBuffer root table `pt2rt.fb.Program`
+// (schema/pt2rt.fbs), decoded once at load by `decode_program` after the FlatBuffers
+// Verifier and the semantic checks passed. It never exposes the flatc-generated types.
+// Everything here is immutable after load and shared (std::shared_ptr<const Program>)
+// by the execution plans of all graphs and by every thread.
+//
+// Descriptors follow AOTAutograd's AOTInput/AOTOutput
+// (torch._functorch._aot_autograd.descriptors; shared/reference/joint-with-descriptors.txt):
+// a graph's calling convention is given by its descriptors, never by position.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/Layout.h>
+#include <c10/core/MemoryFormat.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pt2rt {
+
+// ---------------------------------------------------------------------------
+// Symbolic shapes
+
+enum class SymOp : uint8_t {
+  Const = 0, Symbol = 1, Add = 2, Sub = 3, Mul = 4, FloorDiv = 5, Mod = 6, Neg = 7,
+  Max = 8, Min = 9, CeilDiv = 10, Eq = 11, Ne = 12, Lt = 13, Le = 14, Gt = 15, Ge = 16
+};
+
+/// Expression tree over Program::symbols (e.g. `2 * s0`).
+struct SymExpr {
+  SymOp op = SymOp::Const;
+  int64_t value = 0;        ///< Const
+  uint32_t symbol = 0;      ///< Symbol: index into Program::symbols
+  std::vector<SymExpr> operands;
+};
+
+/// A size, stride or storage offset: static when `expr` is empty, else symbolic
+/// with `value` the hint seen at export.
+struct Dim {
+  int64_t value = 0;
+  std::optional<SymExpr> expr;
+  bool is_static() const { return !expr.has_value(); }
+};
+
+struct Symbol {
+  std::string name;  ///< e.g. "s0"
+  int64_t hint = 0;
+};
+
+/// torch.export range constraint, both bounds inclusive; max == INT64_MAX: unbounded.
+struct RangeConstraint {
+  uint32_t symbol = 0;
+  int64_t min = 0;
+  int64_t max = INT64_MAX;
+};
+
+// ---------------------------------------------------------------------------
+// Values
+
+enum class ValueKind : uint8_t {
+  Tensor = 0, SymInt = 1, SymFloat = 2, SymBool = 3, None = 4, TensorList = 5,
+  OptionalTensorList = 6
+};
+
+struct TensorMeta {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<Dim> sizes;
+  std::vector<Dim> strides;
+  Dim storage_offset;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  bool requires_grad = false;
+  c10::Layout layout = c10::Layout::Strided;
+};
+
+/// One SSA slot of a graph. Value ids are indices into Graph::values.
+struct Value {
+  std::string name;                 ///< FX node name; user inputs: forward() argument name
+  ValueKind kind = ValueKind::Tensor;
+  std::optional<TensorMeta> meta;   ///< set for Tensor values
+  std::optional<SymExpr> sym;       ///< set for SymInt/SymFloat/SymBool values
+};
+
+// ---------------------------------------------------------------------------
+// Arguments (the union ArgumentValue of the schema)
+
+using ValueId = uint32_t;
+
+struct NoneArg {};
+struct TensorRef { ValueId value; };
+struct TensorListArg { std::vector<ValueId> values; };
+struct OptionalTensorListArg { std::vector<int64_t> values; };  ///< -1 = None
+struct TensorListRef { ValueId value; };
+struct IntListArg { std::vector<int64_t> values; };
+struct SymIntRef { ValueId value; };
+/// SymInt[]: element i is `values[i]`, or the SymInt value with that id when is_ref[i].
+struct SymIntListArg { std::vector<int64_t> values; std::vector<bool> is_ref; };
+struct FloatListArg { std::vector<double> values; };
+struct BoolListArg { std::vector<bool> values; };
+struct SymFloatRef { ValueId value; };
+struct SymBoolRef { ValueId value; };
+
+using ArgumentValue = std::variant<
+    NoneArg, TensorRef, TensorListArg, OptionalTensorListArg, TensorListRef,
+    int64_t, IntListArg, SymIntRef, SymIntListArg, double, FloatListArg, bool, BoolListArg,
+    std::string, c10::Scalar, c10::ScalarType, c10::Layout, c10::MemoryFormat, c10::Device,
+    SymFloatRef, SymBoolRef>;
+
+struct Argument {
+  std::string name;         ///< schema argument name seen at export
+  ArgumentValue value;
+  bool kwarg_only = false;  ///< match by name against the runtime schema
+};
+
+// ---------------------------------------------------------------------------
+// Operators and nodes
+
+/// An op overload: name "aten::addmm", overload "" (FX ".default") or e.g. "Tensor".
+/// pt2rt's own: "prim::getitem" (TensorList element), "sym::*" (SymInt arithmetic).
+struct Operator {
+  std::string name;
+  std::string overload;
+  std::string schema;       ///< schema string seen at export (diagnostics only)
+  /// "aten::addmm" or "aten::add.Tensor".
+  std::string qualified() const { return overload.empty() ? name : name + "." + overload; }
+};
+
+struct DebugInfo {
+  std::string fx_name;
+  std::string module_fqn;
+  std::vector<std::string> nn_module_stack;
+  std::string stack_trace;
+};
+
+struct Node {
+  uint32_t op = 0;                  ///< index into Program::operators
+  std::vector<Argument> args;       ///< positional first, then kwarg_only
+  std::vector<ValueId> outputs;     ///< one per returned element
+  DebugInfo debug;
+};
+
+// ---------------------------------------------------------------------------
+// Descriptors
+
+enum class InputKind : uint8_t {
+  Unknown = 0, Param = 1, Buffer = 2, Plain = 3, Tangent = 4, Saved = 5, Constant = 6,
+  PhiloxForwardSeed = 7, PhiloxForwardBaseOffset = 8, PhiloxBackwardSeed = 9,
+  PhiloxBackwardBaseOffset = 10, ForwardToken = 11, BackwardToken = 12,
+  SubclassGetAttr = 13, SubclassSize = 14, SubclassStride = 15, ViewBase = 16,
+  SyntheticBase = 17, Dummy = 18
+};
+
+enum class OutputKind : uint8_t {
+  Unknown = 0, Plain = 1, Grad = 2, InputMutation = 3, Saved = 4, IntermediateBase = 5,
+  ForwardToken = 6, BackwardToken = 7, PhiloxUpdatedForwardOffset = 8,
+  PhiloxUpdatedBackwardOffset = 9, SubclassGetAttr = 10, SubclassSize = 11,
+  SubclassStride = 12, Dummy = 13
+};
+
+struct OutputDescriptor;
+
+/// AOTInput. Which fields are meaningful depends on `kind` (see schema/pt2rt.fbs).
+struct InputDescriptor {
+  InputKind kind = InputKind::Unknown;
+  std::string fqn;                            ///< Param, Buffer, Constant
+  int64_t idx = 0;                            ///< Plain, Saved, tokens, Subclass*, Dummy
+  std::shared_ptr<const OutputDescriptor> output;  ///< Tangent: the output it is the cotangent of
+  std::shared_ptr<const InputDescriptor> base;     ///< Subclass*, ViewBase, SyntheticBase
+  std::string attr;                           ///< SubclassGetAttr
+  /// Readable form as in AOTAutograd, e.g. `ParamAOTInput(target='fc.weight')`.
+  std::string to_string() const;
+  bool operator==(const InputDescriptor& o) const;
+  bool operator<(const InputDescriptor& o) const { return to_string() < o.to_string(); }
+};
+
+/// AOTOutput.
+struct OutputDescriptor {
+  OutputKind kind = OutputKind::Unknown;
+  int64_t idx = 0;                            ///< Plain, Saved, tokens, Subclass*, Dummy
+  std::shared_ptr<const InputDescriptor> of;  ///< Grad, InputMutation
+  std::shared_ptr<const OutputDescriptor> base;  ///< IntermediateBase, Subclass*
+  std::string attr;
+  /// e.g. `GradAOTOutput(grad_of=ParamAOTInput(target='fc.weight'))`.
+  std::string to_string() const;
+  bool operator==(const OutputDescriptor& o) const;
+  bool operator<(const OutputDescriptor& o) const { return to_string() < o.to_string(); }
+};
+
+const char* to_string(InputKind kind);
+const char* to_string(OutputKind kind);
+
+struct GraphInput {
+  ValueId value = 0;
+  InputDescriptor descriptor;
+};
+
+struct GraphOutput {
+  int64_t value = -1;               ///< -1: None (e.g. an unused gradient)
+  OutputDescriptor descriptor;
+};
+
+enum class GraphRole : uint8_t { Inference = 0, Forward = 1, Backward = 2, Joint = 3 };
+const char* to_string(GraphRole role);
+
+struct Graph {
+  GraphRole role = GraphRole::Inference;
+  std::vector<Value> values;
+  std::vector<Node> nodes;          ///< topological order
+  std::vector<GraphInput> inputs;
+  std::vector<GraphOutput> outputs;
+};
+
+// ---------------------------------------------------------------------------
+// Weights
+
+enum class WeightKind : uint8_t { Parameter = 0, Buffer = 1, Constant = 2 };
+const char* to_string(WeightKind kind);
+
+/// Metadata of one weight; its bytes are the zip entry `entry` (raw little-endian storage).
+struct WeightInfo {
+  std::string fqn;
+  WeightKind kind = WeightKind::Parameter;
+  bool persistent = true;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storage_offset = 0;       ///< elements
+  bool requires_grad = false;
+  std::string entry;                ///< "weights/<n>"
+  uint64_t byte_length = 0;         ///< exact entry size, verified against dtype × storage numel
+};
+
+// ---------------------------------------------------------------------------
+// Bundled examples
+
+/// A tensor stored inline in program.fb (contiguous, row-major); `data` owns its bytes.
+struct TensorData {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> sizes;
+  std::vector<uint8_t> data;
+};
+
+struct ExampleReferences {
+  std::vector<TensorData> outputs;        ///< eval-mode (inference graph) outputs, eager
+  std::vector<TensorData> train_outputs;  ///< training-mode outputs, eager
+  std::vector<TensorData> grad_outputs;   ///< cotangents used, one per differentiable output
+  std::vector<std::pair<std::string, TensorData>> grads;    ///< FQN -> gradient
+  std::vector<std::pair<std::string, TensorData>> buffers;  ///< FQN -> value after training forward
+};
+
+struct Example {
+  std::string name;
+  std::vector<TensorData> inputs;
+  std::optional<ExampleReferences> references;  ///< absent once the weights changed
+};
+
+// ---------------------------------------------------------------------------
+
+struct Producer {
+  std::string exporter_version;
+  std::string torch_version;
+  std::string python_version;
+  std::string capture;
+};
+
+/// The whole decoded program. Weight bytes are not here (see weights.h).
+struct Program {
+  uint32_t schema_major = 0;
+  uint32_t schema_minor = 0;
+  Producer producer;
+  std::vector<Operator> operators;
+  std::vector<Graph> graphs;
+  std::vector<WeightInfo> weights;  ///< parameters (named_parameters order), buffers, constants
+  std::vector<Symbol> symbols;
+  std::vector<RangeConstraint> range_constraints;
+  std::vector<Example> examples;
+  std::map<std::string, std::string> metadata;
+
+  /// The graph with this role, or nullptr when the archive has none.
+  const Graph* graph(GraphRole role) const;
+};
+
+/// Decodes and validates `program.fb` bytes: FlatBuffers Verifier (bounded depth and
+/// table count), schema major version (a higher minor is accepted), then the semantic
+/// pass — value ids in range, each defined once and before use; op indices valid;
+/// descriptors' targets exist; every Grad(of) names a trainable input; weight
+/// byte_length == element size × storage numel (checked arithmetic, no overflow).
+/// Argument kinds are checked against the runtime schema later, by the runtime.
+/// @param data, size  the bytes of program.fb; not retained.
+/// @throws FormatError naming the entry "program.fb" and what is wrong.
+std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size);
+
+}  // namespace pt2rt

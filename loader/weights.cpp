@@ -1,0 +1,1 @@
+// placeholder: implemented by its component's owner

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages pt2rt needs. Idempotent: quiet and fast when all are there.
+# Usage: scripts/install-deps.sh   (as root, or with sudo available)
+set -euo pipefail
+PKGS=(cmake g++ ccache ninja-build libtorch-dev python3-torch python3-torchvision
+      libflatbuffers-dev flatbuffers-compiler python3-flatbuffers libzip-dev zipcmp zipmerge
+      ziptool catch2 libcxxopts-dev python3-networkx python3-pytest python3-sklearn)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
