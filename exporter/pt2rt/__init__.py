@@ -1,0 +1,135 @@
+"""pt2rt: export a PyTorch model's inference graph and joint forward/backward graphs (with
+AOTAutograd-style descriptors) plus its weights into one archive, ``model.pt2``, for the C++
+runtime (inference and training on LibTorch).
+
+    import pt2rt
+    exported = pt2rt.export(model, (x,), partitioner="min_cut")
+    exported.save("model.pt2")
+    loaded = pt2rt.load("model.pt2")        # reader + reference executor
+    loaded.run_inference(x)
+
+Pipeline: ``capture`` (joint trace, descriptors) -> ``partition`` (forward/backward) ->
+``lower`` + ``serialize`` (FlatBuffer Program) -> ``archive`` (aligned STORED zip).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import torch
+
+from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from .errors import CaptureError, ExportError, ExportTypeError, FormatError
+from .graph_ir import CapturedProgram, DescribedGraph, GraphRole
+from .program_ir import Program
+from .reader import LoadedArchive, load
+from .version import __version__
+
+__all__ = ["export", "load", "ExportedArchive", "LoadedArchive", "ExportError",
+           "ExportTypeError", "CaptureError", "FormatError", "GraphRole", "InputDescriptor",
+           "OutputDescriptor", "InputKind", "OutputKind", "__version__"]
+
+
+class ExportedArchive:
+    """The result of ``export``: captured FX graphs, the lowered Program and its FlatBuffer
+    bytes, and the weight blobs. ``save(path)`` writes model.pt2."""
+
+    def __init__(self, captured: CapturedProgram, program: Program, program_bytes: bytes,
+                 weight_blobs: List[Tuple[str, bytes]]):
+        self.captured = captured
+        self.program = program
+        self.program_bytes = program_bytes
+        self.weight_blobs = weight_blobs
+
+    @property
+    def graphs(self) -> List[DescribedGraph]:
+        """The FX graphs with descriptors (inference, forward, backward as exported)."""
+        return self.captured.graphs
+
+    def graph(self, role: GraphRole) -> DescribedGraph:
+        g = self.captured.graph(role)
+        if g is None:
+            raise KeyError(f"pt2rt: no {role.name} graph was exported")
+        return g
+
+    def saved_activations(self) -> Dict[str, int]:
+        """Saved(k) outputs of the forward graph: ``count`` and ``bytes`` of all of them, and
+        ``activation_count`` / ``activation_bytes`` of those that are not graph inputs
+        (parameters or user inputs saved as they are cost no extra memory)."""
+        fwd = self.program.graph(GraphRole.Forward)
+        if fwd is None:
+            raise KeyError("pt2rt: no forward graph was exported")
+        inputs = {gi.value for gi in fwd.inputs}
+        from .dtypes import element_size, to_dtype
+        stats = {"count": 0, "bytes": 0, "activation_count": 0, "activation_bytes": 0}
+        for go in fwd.outputs:
+            if go.descriptor.kind is not OutputKind.Saved:
+                continue
+            meta = fwd.values[go.value].meta
+            numel = 1
+            for d in meta.sizes:
+                numel *= d.value
+            nbytes = numel * element_size(to_dtype(meta.dtype))
+            stats["count"] += 1
+            stats["bytes"] += nbytes
+            if go.value not in inputs:
+                stats["activation_count"] += 1
+                stats["activation_bytes"] += nbytes
+        return stats
+
+    def save(self, path: str, extra: Optional[Mapping[str, bytes]] = None) -> None:
+        """Writes the archive atomically; ``extra`` files go to ``extra/<name>``."""
+        from .archive import write_archive
+        write_archive(path, self.program_bytes, self.weight_blobs, extra)
+
+    def summary(self) -> str:
+        lines = [f"pt2rt archive ({self.captured.capture}"
+                 + (f", partitioner {self.captured.partitioner}" if self.captured.partitioner
+                    else "") + ")"]
+        for g in self.program.graphs:
+            lines.append(f"  {g.role.name:9s} {len(g.nodes):5d} nodes, {len(g.inputs)} inputs, "
+                         f"{len(g.outputs)} outputs")
+        nbytes = sum(len(b) for _, b in self.weight_blobs)
+        lines.append(f"  weights: {len(self.weight_blobs)} tensors, {nbytes} bytes; "
+                     f"program.fb: {len(self.program_bytes)} bytes; "
+                     f"{len(self.program.operators)} operators")
+        if self.program.graph(GraphRole.Forward) is not None:
+            s = self.saved_activations()
+            lines.append(f"  saved for backward: {s['count']} tensors, {s['bytes']} bytes")
+        return "\n".join(lines)
+
+
+def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
+           train: bool = True, inference: bool = True, partitioner: str = "default",
+           bundle_examples: bool = True) -> ExportedArchive:
+    """Captures ``model`` on the example inputs and builds the archive contents.
+
+    Args:
+        model: the module; its parameters' ``requires_grad`` decides what is trainable
+            (frozen parameters get no gradient and no backward work).
+        args, kwargs: example inputs, all tensors (flat user inputs ``Plain(i)``: positional
+            first, then keyword ones in forward()'s parameter order). Inputs with
+            ``requires_grad`` get ``Grad(of=Plain(i))`` outputs.
+        train: export the forward and backward graphs (training mode).
+        inference: export the inference graph (eval mode, no grad).
+        partitioner: "default" or "min_cut" (functorch's default_partition /
+            min_cut_rematerialization_partition).
+        bundle_examples: store the inputs and eager references (program.fb ``examples``).
+
+    Raises:
+        ExportTypeError: not a Module, non-tensor inputs.
+        ExportError: bad arguments (unknown partitioner, nothing to export, signature mismatch).
+        CaptureError: the model cannot be traced (the message has the original error).
+    """
+    from .capture import capture
+    from .examples import eager_example
+    from .serialize import build_program, write_program
+
+    captured = capture(model, args, kwargs, train=train, inference=inference,
+                       partitioner=partitioner)
+    examples = []
+    if bundle_examples:
+        examples.append(eager_example(model, captured.weights, captured.signature,
+                                      captured.example_inputs,
+                                      train=train, inference=inference))
+    program, blobs = build_program(captured, examples)
+    return ExportedArchive(captured, program, write_program(program), blobs)

@@ -1,0 +1,165 @@
+"""The capture seam: validate ``export``'s arguments, collect weights, pick a capture backend.
+
+A backend turns (model, weights, signature, example inputs) into the intermediate form of
+``graph_ir``: a joint ``CapturedJoint`` and an inference ``DescribedGraph``. Today there is one,
+``capture_torch1`` (torch 1.13: make_fx + functionalize). A torch >= 2.9 backend built on
+``torch._functorch.aot_autograd.aot_export_joint_with_descriptors`` slots in by providing the
+same two functions and ``CAPTURE_NAME``; ``select_backend`` chooses by torch version, and the
+partitioner and serializer stay unchanged.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from .annotate import annotate
+from .descriptors import InputDescriptor, InputKind, OutputDescriptor
+from .errors import ExportError, ExportTypeError
+from .graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole,
+                       WeightKind, WeightSpec)
+from .partition import PARTITIONERS, partition
+
+
+def select_backend() -> types.ModuleType:
+    """The capture module for the running torch (only torch 1.x is implemented)."""
+    major = int(torch.__version__.split(".")[0])
+    if major < 2:
+        from . import capture_torch1
+        return capture_torch1
+    raise ExportError(f"pt2rt.export: torch {torch.__version__} is not supported yet; the "
+                      "capture path for torch >= 2.9 (aot_export_joint_with_descriptors) plugs "
+                      "in at pt2rt.capture.select_backend")
+
+
+def collect_weights(model: torch.nn.Module) -> List[WeightSpec]:
+    """Parameters (``named_parameters()`` order, frozen ones included), then buffers
+    (``named_buffers()`` order, non-persistent ones flagged)."""
+    weights = [WeightSpec(fqn, WeightKind.Parameter, p, True, p.requires_grad)
+               for fqn, p in model.named_parameters()]
+    non_persistent = set()
+    for mod_fqn, mod in model.named_modules():
+        for name in getattr(mod, "_non_persistent_buffers_set", ()):
+            non_persistent.add(f"{mod_fqn}.{name}" if mod_fqn else name)
+    weights += [WeightSpec(fqn, WeightKind.Buffer, b, fqn not in non_persistent, False)
+                for fqn, b in model.named_buffers()]
+    return weights
+
+
+def make_signature(model: torch.nn.Module, args: Sequence[Any],
+                   kwargs: Dict[str, Any]) -> Tuple[ExportSignature, List[torch.Tensor]]:
+    """Binds ``args``/``kwargs`` to ``model.forward``'s parameters and flattens them.
+
+    Raises:
+        ExportTypeError: an input is not a tensor, or kwargs is not a dict of str.
+        ExportError: the arguments do not match forward()'s signature.
+    """
+    try:
+        sig = inspect.signature(model.forward)
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise ExportError(f"pt2rt.export: the example inputs do not match "
+                          f"{type(model).__name__}.forward{inspect.signature(model.forward)}: {e}"
+                          ) from e
+    names: List[str] = []
+    flat: List[torch.Tensor] = []
+    for i, a in enumerate(args):
+        names.append(_positional_name(sig, i))
+        flat.append(a)
+    params = list(sig.parameters)
+    for name in sorted(kwargs, key=lambda n: params.index(n) if n in params else len(params)):
+        names.append(name)
+        flat.append(kwargs[name])
+    for name, x in zip(names, flat):
+        if not isinstance(x, torch.Tensor):
+            raise ExportTypeError(f"pt2rt.export: input {name!r} is a {type(x).__name__}; every "
+                                  "example input must be a torch.Tensor")
+        if x.layout != torch.strided:
+            raise ExportTypeError(f"pt2rt.export: input {name!r} has layout {x.layout}; only "
+                                  "strided (dense) tensors are supported")
+    del bound
+    return ExportSignature(names, len(args)), flat
+
+
+def _positional_name(sig: inspect.Signature, i: int) -> str:
+    params = list(sig.parameters.values())
+    for j, p in enumerate(params):
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            return f"{p.name}_{i - j}"
+        if j == i:
+            return p.name
+    return f"arg{i}"
+
+
+def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
+            train: bool = True, inference: bool = True,
+            partitioner: str = "default") -> CapturedProgram:
+    """Validates the arguments and captures the inference graph (if ``inference``) and the
+    forward/backward graphs (if ``train``) of ``model``.
+
+    Raises:
+        ExportTypeError: ``model`` is not a Module; ``args`` not a tuple/list of tensors.
+        ExportError: nothing to export, unknown partitioner, bad signature.
+        CaptureError: the model cannot be traced.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ExportTypeError(f"pt2rt.export: model must be a torch.nn.Module, got "
+                              f"{type(model).__name__}")
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    if not isinstance(args, (tuple, list)):
+        raise ExportTypeError(f"pt2rt.export: args must be a tuple of tensors, got "
+                              f"{type(args).__name__}")
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ExportTypeError("pt2rt.export: kwargs must be a dict from str to tensors")
+    if not (train or inference):
+        raise ExportError("pt2rt.export: nothing to export (train=False and inference=False)")
+    if partitioner not in PARTITIONERS:
+        raise ExportError(f"pt2rt.export: unknown partitioner {partitioner!r}; expected one of "
+                          f"{', '.join(PARTITIONERS)}")
+
+    sig, flat = make_signature(model, tuple(args), kwargs)
+    weights = collect_weights(model)
+    backend = select_backend()
+    constants = ConstantTable()
+    graphs = []
+    with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
+        if inference:
+            graphs.append(backend.capture_inference(model, weights, sig, flat, constants))
+        if train:
+            joint = backend.capture_joint(model, weights, sig, flat, constants)
+            graphs.extend(partition(joint, partitioner))
+        program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
+                                  signature=sig, capture=backend.CAPTURE_NAME,
+                                  partitioner=partitioner if train else "",
+                                  example_inputs=flat)
+        annotate_program(program, flat)
+    return program
+
+
+def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) -> None:
+    """Runs every graph once on the example inputs (ones as tangents) to record value
+    metadata (``annotate.py``)."""
+    base: Dict[InputDescriptor, torch.Tensor] = {
+        w.descriptor(): w.tensor.detach() for w in program.weights}
+    base.update({InputDescriptor.plain(i): x.detach() for i, x in enumerate(user_inputs)})
+    trainable = {w.descriptor() for w in program.weights if w.requires_grad}
+    trainable |= {InputDescriptor.plain(i) for i, x in enumerate(user_inputs) if x.requires_grad}
+    inf = program.graph(GraphRole.Inference)
+    if inf is not None:
+        annotate(inf, base)
+    fwd, bwd = program.graph(GraphRole.Forward), program.graph(GraphRole.Backward)
+    if fwd is not None and bwd is not None:
+        outs = annotate(fwd, base, lambda d: d in trainable)
+        bw_inputs: Dict[InputDescriptor, torch.Tensor] = {}
+        for d in bwd.inputs:
+            if d.kind is InputKind.Saved:
+                bw_inputs[d] = outs[OutputDescriptor.saved(d.idx)]
+            elif d.kind is InputKind.Tangent:
+                bw_inputs[d] = torch.ones_like(outs[d.output])
+        annotate(bwd, bw_inputs)
+
+

@@ -1,0 +1,298 @@
+"""Capture on torch 1.13: ``make_fx`` + ``functorch.functionalize``, as functorch 1.13's
+``aot_autograd`` does it (create_joint_forward_backward, create_aot_dispatcher_function).
+
+Joint graph (``capture_joint``):
+
+1. Trace ``joint(*primals, *tangents)`` with ``make_fx`` (real tensors). ``joint`` calls the
+   model through ``torch.nn.utils.stateless.functional_call`` with every parameter and buffer
+   passed in (lifted to graph inputs), then ``torch.autograd.grad(differentiable outputs,
+   trainable parameters + user inputs that require grad, grad_outputs=tangents,
+   allow_unused=True)``. Frozen parameters are not differentiated, so the graph holds no work
+   for them. The decomposition table of ``decompositions.py`` makes BatchNorm's running-stat
+   update visible.
+2. Re-trace ``Interpreter(g1).run`` under ``make_fx(functionalize(...))`` with FLAT tensor
+   arguments: in-place ops become functional and each mutated input gets a trailing
+   ``aten.copy_(placeholder, new_value)``.
+3. ``finalize_graph``: each trailing copy_ becomes an ``InputMutation(of=<input>)`` output;
+   ``get_attr`` tensor constants become ``Constant`` inputs; dead code is removed;
+   placeholders are renamed ``primals_<n>`` / ``tangents_<n>``.
+
+Inference graph (``capture_inference``): ``make_fx(functionalize(forward))`` in eval mode under
+``torch.no_grad()``, finalized the same way.
+
+Both record provenance (``provenance.py``): ``nn_module_stack`` and stack traces per node.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+from torch.fx.experimental.proxy_tensor import get_proxy_slots, make_fx
+from torch.overrides import TorchFunctionMode
+
+from .decompositions import training_decompositions
+from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from .errors import CaptureError, ExportError
+from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
+                       WeightKind, WeightSpec)
+from .model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
+from .model_call import flat_outputs as _flat_outputs, training_mode as _mode
+from .provenance import Provenance, user_stack
+
+CAPTURE_NAME = "make_fx+functionalize (torch 1.13)"
+aten = torch.ops.aten
+
+
+def _functionalize(fn: Callable) -> Callable:
+    from functorch.experimental import functionalize
+    return functionalize(fn)
+
+
+_DATA_DEPENDENT = {torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int__,
+                   torch.Tensor.__float__, torch.Tensor.__index__, torch.Tensor.tolist,
+                   torch.Tensor.numpy, torch.Tensor.__complex__}
+
+
+class _DataDependenceGuard(TorchFunctionMode):
+    """Real-tensor ``make_fx`` would silently bake a Python value read from a traced tensor
+    (``if x.sum() > 0``, ``x.item()``, ``x.tolist()``, ``x.numpy()``) into the graph as a
+    constant; this mode turns such reads into a CaptureError naming the call site."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _DATA_DEPENDENT and args and isinstance(args[0], torch.Tensor) \
+                and (get_proxy_slots(args[0]) or torch._is_functional_tensor(args[0])):
+            raise CaptureError(
+                f"pt2rt.export: data-dependent Python value: {func.__name__}() on a traced "
+                f"tensor would be baked into the graph as a constant (data-dependent control "
+                f"flow or conversion to Python/NumPy is not capturable); at:\n"
+                f"{user_stack(skip=2)}")
+        return func(*args, **(kwargs or {}))
+
+
+def _trace(fn: Callable, args: Sequence, what: str, model: torch.nn.Module,
+           decompositions=None) -> fx.GraphModule:
+    try:
+        with _DataDependenceGuard():
+            return make_fx(fn, decompositions)(*args)
+    except ExportError:
+        raise
+    except Exception as e:  # torch raises many types while tracing; report them uniformly
+        raise CaptureError(f"pt2rt.export: cannot trace {type(model).__name__} ({what}): "
+                           f"{type(e).__name__}: {e}") from e
+
+
+def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, what: str,
+                           model) -> fx.GraphModule:
+    """make_fx(functionalize(Interpreter(g).run)) with flat args (needed for the copy-back)."""
+    def replay(*flat):
+        return torch.fx.Interpreter(g).run(*flat)
+    with prov.recording(record_calls=False), torch.no_grad():
+        gm = _trace(_functionalize(replay), args, what + ", functionalization", model)
+    prov.resolve(gm)
+    return gm
+
+
+# ---------------------------------------------------------------------------
+# Graph cleanup shared by the joint and inference graphs
+
+def _drop_unused_batch_norm_stats(graph: fx.Graph) -> None:
+    """native_batch_norm_backward(train=True) reads save_mean/save_invstd, never running_mean /
+    running_var (CPU and CUDA kernels alike). After functionalization those arguments point at
+    the *updated* stats, which would needlessly become saved activations: pass None."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is aten.native_batch_norm_backward.default:
+            args = list(node.args)
+            if len(args) > 7 and args[7] is True:
+                args[3] = None
+                args[4] = None
+                node.args = tuple(args)
+
+
+def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
+                   outputs: List[Optional[OutputDescriptor]], constants: ConstantTable,
+                   role: GraphRole, num_primals: int) -> Tuple[DescribedGraph, int]:
+    """Turns a functionalized trace into a DescribedGraph.
+
+    ``inputs`` describe ``gm``'s placeholders in order; ``outputs`` the elements of its output
+    tuple (``None``: drop that element). Trailing ``aten.copy_(placeholder, value)`` become
+    ``InputMutation`` outputs, placed after the outputs for which ``outputs[i]`` is a Plain
+    (i.e. before the gradients), in input order. ``get_attr`` constants become Constant inputs
+    appended to the primals (the first ``num_primals`` inputs). Returns the graph and the
+    number of forward outputs (plain outputs + mutations).
+
+    Raises:
+        CaptureError: a mutation of something that is not a graph input.
+    """
+    g = gm.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    assert len(placeholders) == len(inputs), (len(placeholders), len(inputs))
+    desc_of = dict(zip(placeholders, inputs))
+
+    mutations: Dict[fx.Node, fx.Node] = {}
+    for node in list(g.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default:
+            dst, src = node.args[0], node.args[1]
+            if not (isinstance(dst, fx.Node) and dst.op == "placeholder") or node.users:
+                raise CaptureError(f"pt2rt.export: unsupported in-place copy into {dst} "
+                                   f"({node.format_node()}) after functionalization")
+            mutations[dst] = src
+            g.erase_node(node)
+    for d in (desc_of[p] for p in mutations):
+        if d.kind is InputKind.Tangent:
+            raise CaptureError("pt2rt.export: the graph mutates a tangent input")
+
+    out_node = next(n for n in reversed(g.nodes) if n.op == "output")
+    old_out = out_node.args[0]
+    old_out = list(old_out) if isinstance(old_out, (list, tuple)) else [old_out]
+    assert len(old_out) == len(outputs), (len(old_out), len(outputs))
+    kept = [(v, d) for v, d in zip(old_out, outputs) if d is not None]
+    n_plain = sum(1 for _, d in kept if d.kind is OutputKind.Plain)
+    mut = [(mutations[p], OutputDescriptor.input_mutation(desc_of[p]))
+           for p in placeholders if p in mutations]
+    new_out = kept[:n_plain] + mut + kept[n_plain:]
+
+    _drop_unused_batch_norm_stats(g)
+
+    # Rebuild with lifted constants and primals_/tangents_ placeholder names.
+    new = fx.Graph()
+    env: Dict[fx.Node, fx.Node] = {}
+    new_inputs: List[InputDescriptor] = []
+    by_desc: Dict[InputDescriptor, fx.Node] = {}
+    primal_i = 0
+
+    def add_placeholder(desc: InputDescriptor, meta: dict, is_tangent: bool) -> fx.Node:
+        nonlocal primal_i
+        if is_tangent:
+            name = f"tangents_{sum(1 for d in new_inputs if d.kind is InputKind.Tangent) + 1}"
+        else:
+            primal_i += 1
+            name = f"primals_{primal_i}"
+        ph = new.placeholder(name)
+        ph.meta = dict(meta)
+        new_inputs.append(desc)
+        by_desc[desc] = ph
+        return ph
+
+    getattrs = [n for n in g.nodes if n.op == "get_attr"]
+    for i, p in enumerate(placeholders[:num_primals]):
+        env[p] = add_placeholder(inputs[i], p.meta, False)
+    for n in getattrs:
+        tensor = getattr(gm, n.target)
+        if not isinstance(tensor, torch.Tensor):
+            raise CaptureError(f"pt2rt.export: unsupported non-tensor attribute {n.target}")
+        spec = constants.add(tensor)
+        desc = spec.descriptor()
+        if desc in by_desc:  # the same constant used twice: one input
+            env[n] = by_desc[desc]
+            continue
+        meta = dict(n.meta)
+        meta.setdefault("tensor_meta", torch.fx.passes.shape_prop._extract_tensor_metadata(tensor))
+        env[n] = add_placeholder(desc, meta, False)
+    for i, p in enumerate(placeholders[num_primals:], start=num_primals):
+        env[p] = add_placeholder(inputs[i], p.meta, inputs[i].kind is InputKind.Tangent)
+    for node in g.nodes:
+        if node.op in ("placeholder", "get_attr", "output"):
+            continue
+        env[node] = new.node_copy(node, lambda x: env[x])
+    new.output(tuple(env[v] if isinstance(v, fx.Node) else v for v, _ in new_out))
+    new.eliminate_dead_code()
+    new.lint()
+    result = fx.GraphModule(torch.nn.Module(), new)
+    dg = DescribedGraph(role, result, new_inputs, [d for _, d in new_out])
+    dg.check()
+    return dg, n_plain + len(mut)
+
+
+# ---------------------------------------------------------------------------
+# Entry points (called by capture.py)
+
+def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
+                  user_inputs: List[torch.Tensor], constants: ConstantTable) -> CapturedJoint:
+    """The joint forward+backward graph in training mode; see the module docstring.
+
+    ``weights``: parameters then buffers (Program order). ``user_inputs``: flat ``Plain``
+    inputs; those with ``requires_grad`` get ``Grad`` outputs.
+    """
+    state_names = _state_names(model, weights)
+    n_w, n_in = len(weights), len(user_inputs)
+    trainable = [i for i, w in enumerate(weights) if w.kind is WeightKind.Parameter
+                 and w.requires_grad]
+    input_grads = [i for i, x in enumerate(user_inputs) if x.requires_grad]
+
+    def fresh_state():
+        return [_fresh(w.tensor, w.kind is WeightKind.Parameter and w.requires_grad)
+                for w in weights]
+
+    def fresh_inputs():
+        return [_fresh(x, x.requires_grad) for x in user_inputs]
+
+    with _mode(model, True):
+        # Eager probe: which outputs are differentiable, and example tangents.
+        try:
+            probe = _call_model(model, state_names, fresh_state(), sig, fresh_inputs())
+        except Exception as e:
+            raise CaptureError(f"pt2rt.export: {type(model).__name__}.forward failed on the "
+                               f"example inputs: {type(e).__name__}: {e}") from e
+        leaves, spec = _flat_outputs(probe, "forward()")
+        sig.out_spec, sig.num_outputs = spec, len(leaves)
+        diff = [i for i, t in enumerate(leaves) if t.requires_grad and t.is_floating_point()]
+        tangents = [torch.ones_like(leaves[i]).detach() for i in diff]
+        del probe, leaves
+
+        prov = Provenance(model)
+
+        def joint(*flat):
+            state, user = flat[:n_w], flat[n_w:n_w + n_in]
+            tang = flat[n_w + n_in:]
+            outs, _ = _flat_outputs(_call_model(model, state_names, state, sig, user), "forward()")
+            targets = [state[i] for i in trainable] + [user[i] for i in input_grads]
+            grads: Sequence[Optional[torch.Tensor]] = [None] * len(targets)
+            if targets and diff:
+                prov.hook_backward([outs[i] for i in diff])
+                grads = torch.autograd.grad([outs[i] for i in diff], targets,
+                                            grad_outputs=list(tang), allow_unused=True)
+            return tuple(outs) + tuple(grads)
+
+        with prov.recording():
+            g1 = _trace(joint, fresh_state() + fresh_inputs() + tangents, "joint forward+backward",
+                        model, training_decompositions())
+        replay_args = [_fresh(t) for t in [w.tensor for w in weights] + user_inputs + tangents]
+        g2 = _replay_functionalized(g1, replay_args, prov, "joint forward+backward", model)
+
+    in_desc = [w.descriptor() for w in weights] + [InputDescriptor.plain(i) for i in range(n_in)]
+    plain_out = [OutputDescriptor.plain(i) for i in range(sig.num_outputs)]
+    in_desc += [InputDescriptor.tangent(plain_out[i]) for i in diff]
+    out_desc = plain_out + [OutputDescriptor.grad(weights[i].descriptor()) for i in trainable]
+    out_desc += [OutputDescriptor.grad(InputDescriptor.plain(i)) for i in input_grads]
+    dg, num_fwd = finalize_graph(g2, in_desc, out_desc, constants, GraphRole.Joint, n_w + n_in)
+    return CapturedJoint(dg, num_fwd)
+
+
+def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
+                      user_inputs: List[torch.Tensor], constants: ConstantTable) -> DescribedGraph:
+    """The inference graph: eval mode, no grad, functionalized."""
+    state_names = _state_names(model, weights)
+    n_w = len(weights)
+    prov = Provenance(model)
+    outputs: List[int] = []
+
+    def forward(*flat):
+        outs, spec = _flat_outputs(
+            _call_model(model, state_names, flat[:n_w], sig, flat[n_w:]), "forward()")
+        outputs.append(len(outs))
+        if sig.out_spec is None:
+            sig.out_spec, sig.num_outputs = spec, len(outs)
+        return tuple(outs)
+
+    with _mode(model, False), torch.no_grad():
+        args = [_fresh(t) for t in [w.tensor for w in weights] + list(user_inputs)]
+        with prov.recording():
+            gm = _trace(_functionalize(forward), args, "inference", model)
+        prov.resolve(gm)
+    in_desc = [w.descriptor() for w in weights]
+    in_desc += [InputDescriptor.plain(i) for i in range(len(user_inputs))]
+    out_desc = [OutputDescriptor.plain(i) for i in range(outputs[-1])]
+    dg, _ = finalize_graph(gm, in_desc, out_desc, constants, GraphRole.Inference,
+                           n_w + len(user_inputs))
+    return dg

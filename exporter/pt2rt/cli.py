@@ -1,0 +1,136 @@
+"""``python -m pt2rt``: export from the command line, and inspect archives.
+
+    python -m pt2rt save <file.py|module>:<callable> <out.pt2> [--inputs in.pt]
+                         [--no-train] [--no-inference] [--no-examples]
+                         [--partitioner default|min_cut]
+    python -m pt2rt inspect <model.pt2>
+
+``save``: the callable (no arguments) returns ``(model, example_args)`` — ``example_args`` a
+tensor or a tuple/list of tensors — or just a model, whose example inputs then come from
+``--inputs``: a file written by ``torch.save`` holding a tuple/list of tensors (loaded with
+``weights_only=True``). Prints a summary of the archive. Exit status 0 on success, 1 when the
+export fails (the message names why), 2 on bad command-line usage.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+
+class UsageError(Exception):
+    """Bad command-line arguments (exit status 2)."""
+
+
+def resolve_callable(spec: str):
+    """``path/to/file.py:name`` or ``package.module:name`` -> the object ``name``."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise UsageError(f"expected <file.py or module>:<callable>, got {spec!r}")
+    if target.endswith(".py") or os.sep in target:
+        if not os.path.isfile(target):
+            raise UsageError(f"no such file: {target}")
+        name = "_pt2rt_user_" + os.path.splitext(os.path.basename(target))[0]
+        mod_spec = importlib.util.spec_from_file_location(name, target)
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+        try:
+            mod_spec.loader.exec_module(module)
+        finally:
+            sys.path.pop(0)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as e:
+            raise UsageError(f"cannot import module {target!r}: {e}") from e
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UsageError(f"{target} has no attribute {attr!r}") from None
+
+
+def load_inputs(path: str) -> Tuple[torch.Tensor, ...]:
+    """A ``torch.save`` file holding a tensor or a tuple/list of tensors."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise UsageError(f"cannot read --inputs {path}: {type(e).__name__}: {e}") from e
+    if isinstance(obj, torch.Tensor):
+        obj = (obj,)
+    if not isinstance(obj, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in obj):
+        raise UsageError(f"--inputs {path} must hold a tensor or a tuple/list of tensors, got "
+                         f"{type(obj).__name__}")
+    return tuple(obj)
+
+
+def _model_and_args(spec: str, inputs: Optional[str]) -> Tuple[torch.nn.Module, Tuple]:
+    fn = resolve_callable(spec)
+    result = fn() if callable(fn) and not isinstance(fn, torch.nn.Module) else fn
+    if isinstance(result, torch.nn.Module):
+        if inputs is None:
+            raise UsageError(f"{spec} returned a model without example inputs; pass --inputs")
+        return result, load_inputs(inputs)
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        model, args = result
+        if inputs is not None:
+            args = load_inputs(inputs)
+        if isinstance(args, torch.Tensor):
+            args = (args,)
+        return model, tuple(args) if isinstance(args, (list, tuple)) else args
+    raise UsageError(f"{spec} must return (model, example_args) or a model, got "
+                     f"{type(result).__name__}")
+
+
+def cmd_save(ns: argparse.Namespace) -> int:
+    import pt2rt
+    model, args = _model_and_args(ns.target, ns.inputs)
+    exported = pt2rt.export(model, args, train=not ns.no_train, inference=not ns.no_inference,
+                            partitioner=ns.partitioner, bundle_examples=not ns.no_examples)
+    exported.save(ns.out)
+    print(f"wrote {ns.out} ({os.path.getsize(ns.out)} bytes)")
+    print(exported.summary())
+    return 0
+
+
+def cmd_inspect(ns: argparse.Namespace) -> int:
+    import pt2rt
+    print(pt2rt.load(ns.archive).summary())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pt2rt", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("save", help="export a model to a .pt2 archive")
+    s.add_argument("target", help="<file.py or module>:<callable>")
+    s.add_argument("out", help="output archive path (.pt2)")
+    s.add_argument("--inputs", help="torch.save file with a tuple/list of example tensors")
+    s.add_argument("--no-train", action="store_true", help="skip the forward/backward graphs")
+    s.add_argument("--no-inference", action="store_true", help="skip the inference graph")
+    s.add_argument("--no-examples", action="store_true", help="do not bundle example references")
+    s.add_argument("--partitioner", choices=["default", "min_cut"], default="default")
+    s.set_defaults(func=cmd_save)
+    i = sub.add_parser("inspect", help="print a summary of an archive")
+    i.add_argument("archive")
+    i.set_defaults(func=cmd_inspect)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    from .errors import ExportError, FormatError
+    try:
+        return ns.func(ns)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"pt2rt: error: {e}", file=sys.stderr)
+        return 2
+    except (ExportError, FormatError, OSError) as e:
+        print(f"pt2rt: error: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,209 @@
+"""Debug provenance of traced nodes: ``nn_module_stack`` and the user's Python stack trace.
+
+torch 1.13's ``make_fx`` records neither. We reuse the mechanism AOTAutograd 1.13 relies on
+(``torch.fx.traceback``): while ``override_stack_trace()`` is active,
+
+* every FX node created by a tracer gets ``node.stack_trace = "\\n".join(current_stack)``;
+* every autograd node created in anomaly mode stores ``current_stack`` in
+  ``grad_fn.metadata["traceback_"]``;
+* ``torch.fx.Interpreter.run_node`` pushes the replayed node's ``stack_trace``.
+
+``Provenance`` keeps ``current_stack`` equal to ``[token]``, where the token names a record
+(module stack, filtered Python stack) taken at each torch API call by a ``TorchFunctionMode``
+inside module forward hooks. Before ``autograd.grad`` runs, ``hook_backward`` installs pre-hooks
+on the autograd graph (like functorch's ``setup_stacktrace_preservation_hooks``) so backward
+ops inherit the token of the forward op they differentiate. ``Interpreter`` re-traces (the
+functionalization pass) carry tokens along. ``resolve`` finally replaces tokens by
+``node.meta["nn_module_stack"]`` (list of "fqn: Type", outermost first, root excluded) and
+``node.meta["stack_trace"]``.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import traceback
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+import torch.fx.traceback as fx_traceback
+from torch.overrides import TorchFunctionMode
+
+_TOKEN_PREFIX = "pt2rt-provenance:"
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_FUNCTORCH_DIR = os.path.join(os.path.dirname(_TORCH_DIR), "functorch")
+# torch frames worth showing: the nn layer implementations.
+_KEEP_TORCH = (os.path.join(_TORCH_DIR, "nn", "modules"),
+               os.path.join(_TORCH_DIR, "nn", "functional.py"))
+_DROP_TORCH = (os.path.join(_TORCH_DIR, "nn", "modules", "module.py"),)
+_FRAME_KINDS: Dict[str, Tuple[bool, bool]] = {}  # filename -> (in pt2rt, shown to users)
+
+Frames = Tuple[Tuple[str, int, str], ...]  # (filename, lineno, function), outermost first
+
+
+def _classify(filename: str) -> Tuple[bool, bool]:
+    kind = _FRAME_KINDS.get(filename)
+    if kind is None:
+        path = os.path.abspath(filename)
+        if path.startswith(_FUNCTORCH_DIR):
+            user = False
+        elif path.startswith(_TORCH_DIR):
+            user = path.startswith(_KEEP_TORCH) and not path.startswith(_DROP_TORCH)
+        else:
+            user = True
+        kind = _FRAME_KINDS[filename] = (path.startswith(_PKG_DIR), user)
+    return kind
+
+
+def _raw_user_stack(skip: int) -> Frames:
+    """The caller's frames below the innermost pt2rt frame (the capture's call of the model),
+    torch internals dropped. Cheap: source lines are read only when formatting."""
+    frames = []
+    f = sys._getframe(skip)
+    while f is not None:
+        code = f.f_code
+        if _classify(code.co_filename)[0]:
+            if code.co_name != "__torch_function__":  # our modes sit between user frames
+                break
+            f = f.f_back
+            continue
+        frames.append((code.co_filename, f.f_lineno, code.co_name))
+        f = f.f_back
+    kept = []
+    for fr in reversed(frames):  # torch-function dispatch re-enters the same call: dedupe
+        if _classify(fr[0])[1] and (not kept or kept[-1] != fr):
+            kept.append(fr)
+    return tuple(kept)
+
+
+def _format(frames: Frames) -> str:
+    return "".join(traceback.format_list(
+        [traceback.FrameSummary(fn, ln, name) for fn, ln, name in frames]))
+
+
+def user_stack(skip: int = 1) -> str:
+    """The caller's stack as traceback text: frames of the model, of torch.nn layers and of
+    user code below the innermost pt2rt frame. ``skip``: frames to skip (1 = the caller)."""
+    return _format(_raw_user_stack(skip + 1))
+
+
+class _Mode(TorchFunctionMode):
+    def __init__(self, prov: "Provenance"):
+        super().__init__()
+        self.prov_ = prov
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.prov_._mark()
+        return func(*args, **(kwargs or {}))
+
+
+class Provenance:
+    """Collects provenance while tracing ``model``; see the module docstring."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.names_: Dict[int, Tuple[str, str]] = {
+            id(m): (fqn, type(m).__name__) for fqn, m in model.named_modules() if fqn}
+        self.module_stack_: List[str] = []
+        self.records_: List[Tuple[Tuple[str, ...], Frames]] = []
+        self.formatted_: Dict[int, str] = {}
+        self.active_ = False
+
+    # -- recording ----------------------------------------------------------------
+    def _mark(self) -> None:
+        if not self.active_:
+            return
+        frames = _raw_user_stack(3)  # skip _raw_user_stack, _mark and __torch_function__
+        rec = (tuple(self.module_stack_), frames)
+        if not self.records_ or self.records_[-1] != rec:
+            self.records_.append(rec)
+        fx_traceback.set_stack_trace([_TOKEN_PREFIX + str(len(self.records_) - 1)])
+
+    def _pre_hook(self, module, inputs):
+        name = self.names_.get(id(module))
+        if name is not None and self.active_:
+            self.module_stack_.append(f"{name[0]}: {name[1]}")
+
+    def _post_hook(self, module, inputs, outputs):
+        if id(module) in self.names_ and self.active_ and self.module_stack_:
+            self.module_stack_.pop()
+
+    @contextlib.contextmanager
+    def recording(self, record_calls: bool = True) -> Iterator[None]:
+        """Active around a trace. ``record_calls``: take records at torch API calls (first
+        trace); False when replaying a graph whose nodes already carry tokens."""
+        handles = []
+        fx_traceback.current_stack = []
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(fx_traceback.override_stack_trace())
+            if record_calls:
+                handles.append(torch.nn.modules.module.register_module_forward_pre_hook(
+                    self._pre_hook))
+                handles.append(torch.nn.modules.module.register_module_forward_hook(
+                    self._post_hook))
+                stack.enter_context(torch.autograd.set_detect_anomaly(True, check_nan=False))
+                stack.enter_context(_Mode(self))
+            self.active_ = record_calls
+            try:
+                yield
+            finally:
+                self.active_ = False
+                self.module_stack_.clear()
+                for h in handles:
+                    h.remove()
+                fx_traceback.current_stack = []
+
+    def hook_backward(self, outputs: List[torch.Tensor]) -> None:
+        """Before autograd.grad: make each backward node's ops inherit its forward token."""
+        self.active_ = False  # torch calls made by the engine are not user calls
+        seen = set()
+        queue = collections.deque(t.grad_fn for t in outputs if t.grad_fn is not None)
+        seen.update(queue)
+        while queue:
+            node = queue.popleft()
+            stack = list(node.metadata.get("traceback_", []))
+            if stack:
+                node.register_prehook(self._make_prehook(stack))
+                node.register_hook(self._make_posthook(stack))
+            for nxt, _ in node.next_functions:
+                if nxt is not None and nxt not in seen:
+                    seen.add(nxt)
+                    queue.append(nxt)
+
+    @staticmethod
+    def _make_prehook(stack):
+        def prehook(grad_outputs):
+            fx_traceback.set_stack_trace(stack)
+        return prehook
+
+    @staticmethod
+    def _make_posthook(stack):
+        def posthook(grad_inputs, grad_outputs):
+            fx_traceback.set_stack_trace(stack)  # gradient accumulation of this node's inputs
+        return posthook
+
+    # -- resolving ----------------------------------------------------------------
+    def lookup(self, stack_trace: Optional[str]) -> Optional[Tuple[Tuple[str, ...], str]]:
+        if not stack_trace:
+            return None
+        for line in stack_trace.splitlines():  # most recent push first
+            if line.startswith(_TOKEN_PREFIX):
+                i = int(line[len(_TOKEN_PREFIX):])
+                if 0 <= i < len(self.records_):
+                    if i not in self.formatted_:
+                        self.formatted_[i] = _format(self.records_[i][1])
+                    return self.records_[i][0], self.formatted_[i]
+        return None
+
+    def resolve(self, gm: fx.GraphModule) -> None:
+        """Replace tokens in ``gm``'s nodes by ``meta['nn_module_stack']`` / ``['stack_trace']``."""
+        for node in gm.graph.nodes:
+            rec = self.lookup(node.stack_trace)
+            if rec is not None:
+                node.meta["nn_module_stack"] = list(rec[0])
+                node.meta["stack_trace"] = rec[1]
+                node.stack_trace = rec[1]
+            elif node.stack_trace and _TOKEN_PREFIX in node.stack_trace:
+                node.stack_trace = None

@@ -1,0 +1,253 @@
+"""``pt2rt.load(path)``: decode a model.pt2 and run its graphs with the reference executor.
+
+``LoadedArchive`` holds the decoded ``Program``, the weights as tensors (by FQN), the extra
+files and the bundled examples, and offers:
+
+* ``run_graph(role, {descriptor: tensor})`` — the generic entry: any stored graph, inputs and
+  outputs bound by descriptor; Param/Buffer/Constant inputs default to the archive's weights;
+* ``run_inference(*inputs)`` — the inference graph; returns the user outputs;
+* ``run_forward(*inputs)`` / ``run_backward(saved, grad_outputs)`` — the training graphs;
+* ``train_step(*inputs, grad_outputs=None)`` — forward + backward, as one eager training
+  forward and ``autograd.grad`` would give: outputs, gradients by FQN (user inputs as
+  ``"input:<i>"``), buffers after the step (InputMutation values applied).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import torch
+
+from . import constants, dtypes
+from .archive import ArchiveReader
+from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from .deserialize import read_program
+from .errors import FormatError
+from .executor import GraphRunner
+from .graph_ir import GraphRole, WeightKind
+from .program_ir import Graph, Program, TensorData, Weight
+
+TensorMap = Dict[str, torch.Tensor]
+
+
+def tensor_of(t: TensorData) -> torch.Tensor:
+    """A bundled TensorData as a (fresh) tensor."""
+    return dtypes.tensor_from_bytes(t.data, dtypes.to_dtype(t.dtype), list(t.sizes))
+
+
+def _weight_tensor(w: Weight, data: bytes) -> torch.Tensor:
+    dtype = dtypes.to_dtype(w.dtype)
+    if len(data) != w.byte_length:
+        raise FormatError(f"{w.entry}: {len(data)} bytes, Program says {w.byte_length}")
+    if any(s < 0 for s in w.sizes) or any(s < 0 for s in w.strides) or w.storage_offset < 0 \
+            or len(w.sizes) != len(w.strides):
+        raise FormatError(f"{w.entry}: bad sizes {w.sizes} / strides {w.strides} / offset "
+                          f"{w.storage_offset} of weight {w.fqn!r}")
+    numel = 0 if any(s == 0 for s in w.sizes) else \
+        w.storage_offset + 1 + sum((s - 1) * st for s, st in zip(w.sizes, w.strides))
+    esize = dtypes.element_size(dtype)
+    if numel * esize != len(data):
+        raise FormatError(f"{w.entry}: {len(data)} bytes, but {dtype}{w.sizes} with strides "
+                          f"{w.strides} needs {numel * esize}")
+    flat = dtypes.tensor_from_bytes(data, dtype, [numel])
+    t = flat.as_strided(w.sizes, w.strides, w.storage_offset) if numel else \
+        torch.empty(w.sizes, dtype=dtype)
+    if w.kind is WeightKind.Parameter:
+        t.requires_grad_(w.requires_grad)
+    return t
+
+
+@dataclass
+class ExampleTensors:
+    """A bundled example with its references as tensors (references empty when absent)."""
+
+    name: str
+    inputs: List[torch.Tensor]
+    has_references: bool = False
+    outputs: List[torch.Tensor] = field(default_factory=list)
+    train_outputs: List[torch.Tensor] = field(default_factory=list)
+    grad_outputs: List[torch.Tensor] = field(default_factory=list)
+    grads: TensorMap = field(default_factory=dict)
+    buffers: TensorMap = field(default_factory=dict)
+
+
+@dataclass
+class ForwardResult:
+    outputs: List[Optional[torch.Tensor]]    # user outputs, Plain(i) order
+    mutations: TensorMap                     # FQN -> new buffer value (InputMutation)
+    saved: Dict[int, torch.Tensor]           # Saved(k) -> activation
+
+
+@dataclass
+class TrainStep:
+    outputs: List[Optional[torch.Tensor]]
+    grads: TensorMap                         # FQN / "input:<i>" -> gradient (None omitted)
+    buffers: TensorMap                       # every buffer after the step
+
+
+class LoadedArchive:
+    """A decoded archive; see the module docstring. Weights are plain CPU tensors owned by
+    this object (parameters have requires_grad as recorded)."""
+
+    def __init__(self, path: str):
+        with ArchiveReader(path) as ar:
+            ar.check_layout(constants.PROGRAM_ENTRY)
+            self.program: Program = read_program(ar.read(constants.PROGRAM_ENTRY))
+            self.weights: TensorMap = {}
+            for w in self.program.weights:
+                ar.check_layout(w.entry)
+                self.weights[w.fqn] = _weight_tensor(w, ar.read(w.entry))
+            self.extra: Dict[str, bytes] = ar.extra()
+            self.entries: List[str] = ar.names()
+        self.path = path
+        names = self.program.metadata.get("input_names", "")
+        self.input_names: List[str] = names.split(",") if names else []
+        self.runners_: Dict[GraphRole, GraphRunner] = {}
+
+    # -- graphs -------------------------------------------------------------------------
+    def graph(self, role: GraphRole) -> Graph:
+        g = self.program.graph(role)
+        if g is None:
+            raise KeyError(f"pt2rt: {self.path} has no {role.name} graph")
+        return g
+
+    def _runner(self, role: GraphRole) -> GraphRunner:
+        if role not in self.runners_:
+            self.runners_[role] = GraphRunner(self.program, self.graph(role))
+        return self.runners_[role]
+
+    def weight_inputs(self) -> Dict[InputDescriptor, torch.Tensor]:
+        out: Dict[InputDescriptor, torch.Tensor] = {}
+        for w in self.program.weights:
+            ctor = {WeightKind.Parameter: InputDescriptor.param,
+                    WeightKind.Buffer: InputDescriptor.buffer,
+                    WeightKind.Constant: InputDescriptor.constant}[w.kind]
+            out[ctor(w.fqn)] = self.weights[w.fqn].detach()
+        return out
+
+    def run_graph(self, role: GraphRole, inputs: Mapping[InputDescriptor, torch.Tensor]
+                  ) -> Dict[OutputDescriptor, Optional[torch.Tensor]]:
+        """Runs the ``role`` graph; weight inputs not in ``inputs`` come from the archive."""
+        bound = self.weight_inputs()
+        bound.update(inputs)
+        with torch.no_grad():
+            return self._runner(role).run(bound)
+
+    # -- conveniences -------------------------------------------------------------------
+    @staticmethod
+    def _plain(inputs: Sequence[torch.Tensor]) -> Dict[InputDescriptor, torch.Tensor]:
+        return {InputDescriptor.plain(i): x for i, x in enumerate(inputs)}
+
+    @staticmethod
+    def _user_outputs(outs: Mapping[OutputDescriptor, Optional[torch.Tensor]]):
+        plain = sorted((d.idx, t) for d, t in outs.items() if d.kind is OutputKind.Plain)
+        return [t for _, t in plain]
+
+    def run_inference(self, *inputs: torch.Tensor) -> List[Optional[torch.Tensor]]:
+        return self._user_outputs(self.run_graph(GraphRole.Inference, self._plain(inputs)))
+
+    def run_forward(self, *inputs: torch.Tensor) -> ForwardResult:
+        outs = self.run_graph(GraphRole.Forward, self._plain(inputs))
+        return ForwardResult(
+            outputs=self._user_outputs(outs),
+            mutations={d.of.fqn: t for d, t in outs.items()
+                       if d.kind is OutputKind.InputMutation and d.of.kind is InputKind.Buffer},
+            saved={d.idx: t for d, t in outs.items() if d.kind is OutputKind.Saved})
+
+    def run_backward(self, saved: Mapping[int, torch.Tensor],
+                     grad_outputs: Sequence[Optional[torch.Tensor]],
+                     outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> TensorMap:
+        """``grad_outputs[i]`` is the cotangent of user output i (None -> zeros, which needs
+        ``outputs`` for the shape). Returns gradients by FQN / "input:<i>"."""
+        bw = self.graph(GraphRole.Backward)
+        inputs: Dict[InputDescriptor, torch.Tensor] = {}
+        for gi in bw.inputs:
+            d = gi.descriptor
+            if d.kind is InputKind.Saved:
+                inputs[d] = saved[d.idx]
+            elif d.kind is InputKind.Tangent:
+                g = grad_outputs[d.output.idx]
+                if g is None:
+                    if outputs is None:
+                        raise ValueError(f"pt2rt: grad_outputs[{d.output.idx}] is None; pass "
+                                         "outputs= so zeros of its shape can be used")
+                    g = torch.zeros_like(outputs[d.output.idx])
+                inputs[d] = g
+        grads = self.run_graph(GraphRole.Backward, inputs)
+        out: TensorMap = {}
+        for d, t in grads.items():
+            if d.kind is OutputKind.Grad and t is not None:
+                key = d.of.fqn if d.of.kind is not InputKind.Plain else f"input:{d.of.idx}"
+                out[key] = t
+        return out
+
+    def train_step(self, *inputs: torch.Tensor,
+                   grad_outputs: Optional[Sequence[Optional[torch.Tensor]]] = None,
+                   apply_buffers: bool = False) -> TrainStep:
+        """One training forward + backward. ``grad_outputs`` default: ones for every
+        differentiable output. ``apply_buffers``: also store the new buffers in ``weights``."""
+        fwd = self.run_forward(*inputs)
+        if grad_outputs is None:
+            tangents = {gi.descriptor.output.idx for gi in self.graph(GraphRole.Backward).inputs
+                        if gi.descriptor.kind is InputKind.Tangent}
+            grad_outputs = [torch.ones_like(o) if i in tangents else None
+                            for i, o in enumerate(fwd.outputs)]
+        grads = self.run_backward(fwd.saved, grad_outputs, fwd.outputs)
+        buffers = {w.fqn: self.weights[w.fqn] for w in self.program.weights
+                   if w.kind is WeightKind.Buffer}
+        buffers.update(fwd.mutations)
+        if apply_buffers:
+            with torch.no_grad():
+                for fqn, t in fwd.mutations.items():
+                    self.weights[fqn].copy_(t)
+        return TrainStep(fwd.outputs, grads, buffers)
+
+    def examples(self) -> List[ExampleTensors]:
+        out = []
+        for e in self.program.examples:
+            ex = ExampleTensors(e.name, [tensor_of(t) for t in e.inputs])
+            r = e.references
+            if r is not None:
+                ex.has_references = True
+                ex.outputs = [tensor_of(t) for t in r.outputs]
+                ex.train_outputs = [tensor_of(t) for t in r.train_outputs]
+                ex.grad_outputs = [tensor_of(t) for t in r.grad_outputs]
+                ex.grads = {n: tensor_of(t) for n, t in r.grads}
+                ex.buffers = {n: tensor_of(t) for n, t in r.buffers}
+            out.append(ex)
+        return out
+
+    def summary(self) -> str:
+        """A short human-readable description (graphs, node counts, weights, bytes)."""
+        import os
+        lines = [f"{self.path}: {os.path.getsize(self.path)} bytes, schema "
+                 f"{self.program.schema_major}.{self.program.schema_minor}, exported by pt2rt "
+                 f"{self.program.producer.exporter_version} with torch "
+                 f"{self.program.producer.torch_version} ({self.program.producer.capture})"]
+        for g in self.program.graphs:
+            kinds: Dict[str, int] = {}
+            for gi in g.inputs:
+                kinds[gi.descriptor.kind.name] = kinds.get(gi.descriptor.kind.name, 0) + 1
+            okinds: Dict[str, int] = {}
+            for go in g.outputs:
+                okinds[go.descriptor.kind.name] = okinds.get(go.descriptor.kind.name, 0) + 1
+            lines.append(f"  graph {g.role.name}: {len(g.nodes)} nodes, {len(g.values)} values; "
+                         f"inputs {kinds}; outputs {okinds}")
+        nbytes = sum(w.byte_length for w in self.program.weights)
+        by_kind: Dict[str, int] = {}
+        for w in self.program.weights:
+            by_kind[w.kind.name] = by_kind.get(w.kind.name, 0) + 1
+        lines.append(f"  weights: {len(self.program.weights)} {by_kind}, {nbytes} bytes")
+        lines.append(f"  operators: {len(self.program.operators)}; examples: "
+                     f"{len(self.program.examples)}; extra: {sorted(self.extra)}")
+        return "\n".join(lines)
+
+
+def load(path: str) -> LoadedArchive:
+    """Decodes the archive at ``path``.
+
+    Raises:
+        FormatError: not a pt2rt archive, wrong version, missing/compressed/misaligned entry,
+            weight bytes that do not match their metadata, undecodable program.fb.
+    """
+    return LoadedArchive(path)

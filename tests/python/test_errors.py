@@ -1,0 +1,206 @@
+"""Wrong arguments to export and damaged archives raise typed errors naming the problem."""
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+
+import pytest
+import torch
+import torch.nn as nn
+
+import models
+import pt2rt
+from pt2rt import constants
+
+
+class DataDependent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        if y.sum() > 0:  # data-dependent control flow: not capturable
+            return y
+        return -y
+
+
+class ToNumpy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(torch.from_numpy(x.detach().numpy()))
+
+
+class Failing(nn.Module):
+    def forward(self, x):
+        return x @ torch.ones(3, 3)  # shape mismatch for a [2, 4] input
+
+
+class StringOutput(nn.Module):
+    def forward(self, x):
+        return x * 2, "label"
+
+
+def test_not_a_module():
+    with pytest.raises(pt2rt.ExportTypeError, match="torch.nn.Module") as e:
+        pt2rt.export(lambda x: x, (torch.randn(2),))
+    assert isinstance(e.value, TypeError) and isinstance(e.value, ValueError)
+
+
+def test_non_tensor_input_named():
+    model, (x, y) = models.build("two_io")
+    with pytest.raises(pt2rt.ExportTypeError, match=r"input 'y' is a int"):
+        pt2rt.export(model, (x, 3))
+
+
+def test_args_must_be_a_tuple():
+    model, args = models.build("mlp")
+    with pytest.raises(pt2rt.ExportTypeError, match="args must be a tuple"):
+        pt2rt.export(model, {"x": args[0]})
+
+
+def test_signature_mismatch():
+    model, args = models.build("mlp")
+    with pytest.raises(pt2rt.ExportError, match="do not match"):
+        pt2rt.export(model, args + args)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"inference": False}], ids=["all", "train-only"])
+def test_data_dependent_control_flow_is_untraceable(kwargs):
+    with pytest.raises(pt2rt.CaptureError, match=r"data-dependent.*__bool__") as e:
+        pt2rt.export(DataDependent(), (torch.randn(2, 4),), **kwargs)
+    assert "test_errors.py" in str(e.value) and "if y.sum() > 0" in str(e.value)
+
+
+def test_numpy_round_trip_is_untraceable():
+    with pytest.raises(pt2rt.CaptureError, match=r"numpy\(\)"):
+        pt2rt.export(ToNumpy(), (torch.randn(2, 4),))
+
+
+def test_failing_forward_names_model():
+    with pytest.raises(pt2rt.CaptureError, match="Failing"):
+        pt2rt.export(Failing(), (torch.randn(2, 4),))
+
+
+def test_non_tensor_output():
+    with pytest.raises(pt2rt.ExportError, match="output 1 is a str"):
+        pt2rt.export(StringOutput(), (torch.randn(2, 4),))
+
+
+def test_unknown_partitioner():
+    model, args = models.build("mlp")
+    with pytest.raises(pt2rt.ExportError, match="unknown partitioner 'fancy'"):
+        pt2rt.export(model, args, partitioner="fancy")
+
+
+def test_nothing_to_export():
+    model, args = models.build("mlp")
+    with pytest.raises(pt2rt.ExportError, match="nothing to export"):
+        pt2rt.export(model, args, train=False, inference=False)
+
+
+# ---------------------------------------------------------------------------- reader
+
+@pytest.fixture
+def good_archive(exports):
+    return exports.get("mlp").path
+
+
+def _rewrite(src, dst, replace=None, compress=None):
+    """Copies a zip entry by entry (STORED, 64-byte aligned, as pt2rt writes it), replacing
+    contents or deflating the entries named in ``compress``."""
+    from pt2rt.archive import _write_aligned
+    replace = replace or {}
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = replace.get(info.filename, zin.read(info))
+            if compress and info.filename in compress:
+                zout.writestr(info.filename, data, compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                _write_aligned(zout, info.filename, data)
+
+
+def test_load_not_a_zip(tmp_path):
+    p = tmp_path / "x.pt2"
+    p.write_bytes(b"definitely not a zip")
+    with pytest.raises(pt2rt.FormatError, match="not a zip"):
+        pt2rt.load(str(p))
+
+
+def test_load_wrong_format(good_archive, tmp_path):
+    p = str(tmp_path / "wrong.pt2")
+    _rewrite(good_archive, p, {constants.ARCHIVE_FORMAT_ENTRY: b"pt2"})
+    with pytest.raises(pt2rt.FormatError, match="archive_format"):
+        pt2rt.load(p)
+
+
+def test_load_future_version(good_archive, tmp_path):
+    p = str(tmp_path / "future.pt2")
+    _rewrite(good_archive, p, {constants.ARCHIVE_VERSION_ENTRY: b"2"})
+    with pytest.raises(pt2rt.FormatError, match="archive_version '2'"):
+        pt2rt.load(p)
+
+
+def test_load_compressed_weight(good_archive, tmp_path):
+    p = str(tmp_path / "deflated.pt2")
+    _rewrite(good_archive, p, compress={"weights/0"})
+    with pytest.raises(pt2rt.FormatError, match="weights/0.*compressed"):
+        pt2rt.load(p)
+
+
+def test_load_misaligned_entry(good_archive, tmp_path):
+    p = str(tmp_path / "plainzip.pt2")
+    with zipfile.ZipFile(good_archive) as zin, zipfile.ZipFile(p, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info))
+    with pytest.raises(pt2rt.FormatError, match="not 64-byte aligned"):
+        pt2rt.load(p)
+
+
+def test_load_short_weight(good_archive, tmp_path):
+    with zipfile.ZipFile(good_archive) as z:
+        w0 = z.read("weights/0")
+    p = str(tmp_path / "short.pt2")
+    _rewrite(good_archive, p, {"weights/0": w0[:-4]})
+    with pytest.raises(pt2rt.FormatError, match="weights/0"):
+        pt2rt.load(p)
+
+
+def test_load_missing_program(good_archive, tmp_path):
+    p = str(tmp_path / "noprog.pt2")
+    with zipfile.ZipFile(good_archive) as zin, zipfile.ZipFile(p, "w") as zout:
+        for info in zin.infolist():
+            if info.filename != constants.PROGRAM_ENTRY:
+                zout.writestr(info, zin.read(info))
+    with pytest.raises(pt2rt.FormatError, match="missing entry 'program.fb'"):
+        pt2rt.load(p)
+
+
+def test_load_truncated_program(good_archive, tmp_path):
+    with zipfile.ZipFile(good_archive) as z:
+        prog = z.read(constants.PROGRAM_ENTRY)
+    p = str(tmp_path / "trunc.pt2")
+    _rewrite(good_archive, p, {constants.PROGRAM_ENTRY: prog[:len(prog) // 3]})
+    with pytest.raises(pt2rt.FormatError, match="program.fb"):
+        pt2rt.load(p)
+
+
+def test_save_failure_keeps_original(exports, tmp_path, monkeypatch):
+    e = exports.get("mlp").exported
+    target = tmp_path / "model.pt2"
+    shutil.copy(exports.get("mlp").path, target)
+    before = target.read_bytes()
+
+    import pt2rt.archive as archive
+
+    def boom(*a, **k):
+        raise OSError("disk full (simulated)")
+    monkeypatch.setattr(archive, "_write_aligned", boom)
+    with pytest.raises(OSError, match="simulated"):
+        e.save(str(target))
+    assert target.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["model.pt2"]
