@@ -9,8 +9,15 @@
 //   ├── weights/<n>         raw little-endian storage bytes of one tensor
 //   └── extra/<name>        free-form user files; never executed
 //
-// Opening checks: it is a zip; entry names are unique; archive_format and
-// archive_version are present and equal kArchiveFormat / a known major version.
+// Opening checks, in order: it is a zip (libzip); entry names are unique; every entry's
+// local header agrees with the central directory (name, method, data inside the file);
+// archive_format is present and equals kArchiveFormat; archive_version is present and its
+// major version is one this build knows; program.fb is present.
+//
+// Reading: libzip (zip_fread) copies each entry into caller memory, so reads are correct
+// for any alignment; the CRC-32 of every entry is checked when its last byte is read.
+// EntryInfo::data_offset comes from a small central-directory walk (libzip has no public
+// API for it) and lets callers check the 64-byte alignment the format promises.
 #pragma once
 
 #include <cstddef>
@@ -27,8 +34,15 @@ struct EntryInfo {
   uint64_t size = 0;             ///< uncompressed bytes
   uint64_t compressed_size = 0;
   bool stored = true;            ///< compression method 0 (STORED)
-  uint64_t data_offset = 0;      ///< absolute file offset of the entry's data (STORED only)
+  uint16_t method = 0;           ///< zip compression method (0 STORED, 8 DEFLATE, ...)
+  uint64_t data_offset = 0;      ///< absolute offset of the entry's (compressed) data in the
+                                 ///< archive file / buffer, from its local header
+  uint32_t crc = 0;              ///< CRC-32 of the uncompressed bytes
 };
+
+namespace detail {
+struct ArchiveAccess;  // loader-internal (archive_writer.cpp): the libzip handle of a source
+}
 
 /// An opened archive. Move-only; owns the libzip handle (and, for `from_bytes`, a copy of
 /// the buffer). Reads are serialized internally, so one Archive may be read from
@@ -55,16 +69,23 @@ class Archive {
   const EntryInfo& entry(const std::string& name) const;
 
   /// Reads a whole entry into a new buffer (use for program.fb and small entries).
-  /// @throws FormatError: missing entry, short read, CRC error, size above `max_size`.
+  /// Thread-safe (reads are serialized by an internal mutex).
+  /// @throws FormatError naming the entry: missing, short or long read, CRC error, size
+  ///   above `max_size`.
   std::vector<uint8_t> read(const std::string& name, uint64_t max_size = (1ull << 32)) const;
   /// Reads exactly `size` bytes of entry `name` into caller-owned memory at `dst`
-  /// (no intermediate copy). Works for STORED and compressed entries.
-  /// @throws FormatError when the entry's size differs from `size` or a read fails.
+  /// (no intermediate copy). Works for STORED and compressed entries; `dst` needs no
+  /// particular alignment. Thread-safe.
+  /// @throws FormatError naming the entry when it is missing, its size differs from `size`
+  ///   (both numbers in the message), or a read fails (short read, CRC error).
   void read_into(const std::string& name, void* dst, uint64_t size) const;
 
+  struct Impl;  ///< opaque; defined loader-internally (loader/archive_internal.h)
+
  private:
-  struct Impl;
+  friend struct detail::ArchiveAccess;
   explicit Archive(std::unique_ptr<Impl> impl);
+  static Archive open_source(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

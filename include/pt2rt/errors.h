@@ -22,29 +22,38 @@ namespace pt2rt {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(what), message_(what) {}
+  /// The message without the "pt2rt::FormatError: " style prefix of what(), for callers
+  /// that rethrow with more context.
+  const std::string& message() const noexcept { return message_; }
+
+ protected:
+  Error(const char* prefix, const std::string& message)
+      : std::runtime_error(prefix + message), message_(message) {}
+
+ private:
+  std::string message_;
 };
 
 class FormatError : public Error {
  public:
-  explicit FormatError(const std::string& what) : Error("pt2rt::FormatError: " + what) {}
+  explicit FormatError(const std::string& what) : Error("pt2rt::FormatError: ", what) {}
 };
 
 class OpResolutionError : public Error {
  public:
   explicit OpResolutionError(const std::string& what)
-      : Error("pt2rt::OpResolutionError: " + what) {}
+      : Error("pt2rt::OpResolutionError: ", what) {}
 };
 
 class InputError : public Error {
  public:
-  explicit InputError(const std::string& what) : Error("pt2rt::InputError: " + what) {}
+  explicit InputError(const std::string& what) : Error("pt2rt::InputError: ", what) {}
 };
 
 class ExecutionError : public Error {
  public:
-  explicit ExecutionError(const std::string& what)
-      : Error("pt2rt::ExecutionError: " + what) {}
+  explicit ExecutionError(const std::string& what) : Error("pt2rt::ExecutionError: ", what) {}
 };
 
 }  // namespace pt2rt

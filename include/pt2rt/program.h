@@ -298,4 +298,11 @@ struct Program {
 /// @throws FormatError naming the entry "program.fb" and what is wrong.
 std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size);
 
+class Archive;
+
+/// Reads the archive's program.fb (which must be STORED, like every entry of the format, and
+/// smaller than the 2 GiB a FlatBuffer can address) and decode_program()s it.
+/// @throws FormatError naming the archive and the entry.
+std::shared_ptr<const Program> read_program(const Archive& archive);
+
 }  // namespace pt2rt

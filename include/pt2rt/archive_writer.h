@@ -1,0 +1,74 @@
+// pt2rt/archive_writer.h — write model.pt2 archives (libzip), atomically.
+//
+// Every entry is written STORED with its data on a kDataAlignment (64-byte) boundary, the
+// layout archive.h describes. Alignment: libzip writes entries in index order, local header
+// first, so the writer predicts each local header's offset and pads it with an extra field
+// (id 0xD935, Android zipalign's: u16 alignment + zeros) set with zip_file_extra_field_set(...,
+// ZIP_FL_LOCAL); after libzip has written the file, the writer re-reads every local header
+// and fails (leaving the target untouched) if any data offset is not aligned.
+//
+// Atomicity (what Model::save promises): the archive is written to a temp file created
+// with mkstemp in the target's directory, fsync'ed, renamed over the target, and the
+// directory is fsync'ed. On any failure the temp file is removed and the target is left
+// as it was; a crash can leave at most a stray ".<name>.tmp-XXXXXX" file, never a
+// half-written target.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pt2rt {
+
+class Archive;
+
+/// Bytes of one entry. Non-owning: `data` must stay valid until the write call returns.
+struct EntryBytes {
+  const void* data = nullptr;
+  uint64_t size = 0;
+};
+
+/// One entry to write: its zip name and its bytes.
+struct NewEntry {
+  std::string name;
+  EntryBytes bytes;
+};
+
+struct WriteOptions {
+  /// Test hook simulating a crash or a full disk halfway: when set, writes to the temp file
+  /// fail with ENOSPC once this many bytes have been written (the partial write counts).
+  std::optional<uint64_t> fail_after_bytes;
+};
+
+/// Writes `entries`, in this order, as a new archive at `path` (atomically, see above).
+/// No content checks: callers write what the format requires (archive_format first, ...).
+/// @throws Error naming `path` and the failing step (temp file, write, fsync, rename,
+///   alignment check); the target is then unchanged and no temp file is left behind.
+/// @throws Error when two entries have the same name.
+void write_archive(const std::string& path, const std::vector<NewEntry>& entries,
+                   const WriteOptions& options = {});
+
+/// Writes a copy of `source` at `path`: every entry of `source` in its order, except that
+/// an entry named in `replacements` gets the new bytes; replacement names that `source`
+/// lacks are appended in the order given. Copied entries are decompressed if needed (their
+/// CRC is checked while copying) and written STORED. `path` may be `source`'s own file:
+/// `source` keeps reading the old file, which the rename replaces at the very end.
+/// Holds `source`'s read lock for the duration (other reads of `source` wait).
+/// @throws Error as write_archive, also when a source entry fails to read (CRC error, ...)
+///   or a replacement name is given twice.
+void write_archive_copy(const std::string& path, const Archive& source,
+                        const std::vector<NewEntry>& replacements,
+                        const WriteOptions& options = {});
+
+/// Returns `program.fb` bytes with the references of every bundled example dropped (inputs
+/// kept): they were computed with the weights the caller is replacing. Uses the FlatBuffers
+/// object API (UnPack, clear, Pack, Finish with identifier "PT2R"). Fields unknown to this
+/// build cannot survive UnPack/Pack, so when the input's schema minor is newer than this
+/// build's, the output is stamped with this build's schema version. Without any references
+/// the input bytes are returned unchanged.
+/// @throws FormatError when `data` is not a valid program (decode_program's checks).
+std::vector<uint8_t> drop_example_references(const uint8_t* data, size_t size);
+
+}  // namespace pt2rt
