@@ -1,1 +1,132 @@
-// placeholder: implemented by its component's owner
+// runtime/model.cpp — pt2rt::Model, the facade over ModelState (see pt2rt/model.h).
+#include "pt2rt/model.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+
+#include "autograd_function.h"
+#include "input_check.h"
+#include "model_impl.h"
+#include "pt2rt/archive.h"
+#include "pt2rt/constants.h"
+#include "pt2rt/errors.h"
+#include "pt2rt/weights.h"
+
+namespace pt2rt {
+
+namespace {
+
+std::shared_ptr<ModelState> load_state(std::shared_ptr<const Archive> archive,
+                                       c10::Device device) {
+  std::vector<uint8_t> bytes = archive->read(kProgramEntry);
+  std::shared_ptr<const Program> program = decode_program(bytes.data(), bytes.size());
+  std::vector<at::Tensor> weights = load_weights(*archive, *program, device);
+  auto state = compile_model(std::move(program), std::move(weights), device);
+  state->archive = std::move(archive);
+  return state;
+}
+
+/// Runs `g` without autograd (the caller holds the grad-mode / inference-mode guard).
+std::vector<at::Tensor> run_plain(const ModelState& s, const CompiledGraph& g,
+                                  const std::vector<at::Tensor>& inputs) {
+  std::vector<c10::IValue> out = g.plan->run(bind_inputs(s, g, nullptr, inputs, nullptr, nullptr));
+  apply_mutations(s, g, out, inputs);
+  std::vector<at::Tensor> result(g.bindings.user_output_values.size());
+  for (size_t j = 0; j < g.bindings.outputs.size(); ++j) {
+    const OutputBinding& b = g.bindings.outputs[j];
+    if (b.sink == OutputSink::UserOutput) result[b.index] = out[j].toTensor();
+  }
+  return result;
+}
+
+}  // namespace
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::load(const std::string& path, c10::Device device) {
+  auto archive = std::make_shared<const Archive>(Archive::open(path));
+  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device), false}));
+}
+
+Model Model::load(const uint8_t* data, size_t size, c10::Device device) {
+  auto archive = std::make_shared<const Archive>(Archive::from_bytes(data, size));
+  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device), false}));
+}
+
+Model Model::from_program(std::shared_ptr<const Program> program, std::vector<at::Tensor> weights,
+                          c10::Device device) {
+  if (!program) throw Error("pt2rt::Model::from_program: null program");
+  if (weights.size() == program->weights.size()) {
+    c10::AutoGradMode no_grad(false);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (!weights[i].defined()) continue;
+      at::Tensor t = weights[i].detach().to(device);
+      if (t.is_same(weights[i].detach())) t = t.clone();
+      if (program->weights[i].kind == WeightKind::Parameter) {
+        t.set_requires_grad(program->weights[i].requires_grad);
+      }
+      weights[i] = t;
+    }
+  }
+  return Model(std::make_unique<Impl>(Impl{compile_model(std::move(program), std::move(weights), device), false}));
+}
+
+std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) const {
+  const std::shared_ptr<ModelState>& state = impl_->state;
+  const ModelState& s = *state;
+  if (impl_->training && s.forward && (c10::GradMode::is_enabled() || !s.inference)) {
+    check_inputs(inputs, *s.program, s.forward->graph(), s.forward->bindings, s.device);
+    if (s.backward && c10::GradMode::is_enabled()) return run_training_forward(state, inputs);
+    c10::AutoGradMode no_grad(false);
+    return run_plain(s, *s.forward, inputs);
+  }
+  if (!s.inference) {
+    throw Error("pt2rt: the archive has no inference graph (exported with inference=False); "
+                "call train() to run its forward graph");
+  }
+  check_inputs(inputs, *s.program, s.inference->graph(), s.inference->bindings, s.device);
+  c10::InferenceMode guard;
+  return run_plain(s, *s.inference, inputs);
+}
+
+std::vector<at::Tensor> Model::parameters() const {
+  std::vector<at::Tensor> result;
+  for (size_t w : impl_->state->parameter_weights) result.push_back(impl_->state->weights[w]);
+  return result;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Model::named_parameters() const {
+  const ModelState& s = *impl_->state;
+  std::vector<std::pair<std::string, at::Tensor>> result;
+  for (size_t w : s.parameter_weights) result.emplace_back(s.program->weights[w].fqn, s.weights[w]);
+  return result;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Model::named_buffers() const {
+  const ModelState& s = *impl_->state;
+  std::vector<std::pair<std::string, at::Tensor>> result;
+  for (size_t w : s.buffer_weights) result.emplace_back(s.program->weights[w].fqn, s.weights[w]);
+  return result;
+}
+
+void Model::train(bool on) {
+  if (on && !impl_->state->forward) {
+    throw Error("pt2rt: the archive has no forward/backward graphs (exported with "
+                "train=False); it can only run in eval mode");
+  }
+  impl_->training = on;
+}
+
+bool Model::is_training() const { return impl_->training; }
+
+c10::Device Model::device() const { return impl_->state->device; }
+
+const Program& Model::program() const { return *impl_->state->program; }
+
+const ModelState& model_state(const Model& model) { return *model.impl_->state; }
+
+}  // namespace pt2rt

@@ -10,6 +10,11 @@
 //     back into the buffers after the forward graph runs.
 //   * eval mode or grad disabled: the inference graph under c10::InferenceMode.
 //
+// Mode after load: eval (is_training() == false), so a loaded model runs inference until
+// train() is called — unlike a freshly built nn.Module, which starts in training mode.
+// In eval mode (or with grad disabled) outputs are inference tensors (c10::InferenceMode):
+// they cannot take part in autograd later.
+//
 // Threading: the loaded plans are immutable; per-call state lives in a frame, so
 // concurrent inference calls on one Model are safe. Training calls mutate parameters'
 // .grad() and buffers and must be serialized by the caller, as in LibTorch.
@@ -28,6 +33,7 @@
 namespace pt2rt {
 
 class Archive;
+struct ModelState;  // runtime-internal
 
 class Model {
  public:
@@ -38,6 +44,13 @@ class Model {
   static Model load(const std::string& path, c10::Device device = c10::kCPU);
   /// Same, from an archive in memory; the bytes are copied.
   static Model load(const uint8_t* data, size_t size, c10::Device device = c10::kCPU);
+  /// Builds a model from an already decoded program and its weights (Program::weights
+  /// order; moved to `device`, parameters made leaves with the recorded requires_grad).
+  /// For tools and tests; such a model has no source archive, so save() throws.
+  /// @throws FormatError (weights do not match the program, bad descriptors/arguments),
+  ///   OpResolutionError.
+  static Model from_program(std::shared_ptr<const Program> program,
+                            std::vector<at::Tensor> weights, c10::Device device = c10::kCPU);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
@@ -57,6 +70,8 @@ class Model {
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, at::Tensor>> named_buffers() const;
 
+  /// Switches between training (forward/backward graphs) and eval (inference graph).
+  /// @throws Error when `on` and the archive has no forward graph (exported with train=False).
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const;
@@ -72,6 +87,7 @@ class Model {
 
  private:
   struct Impl;
+  friend const ModelState& model_state(const Model& model);  // runtime/model_impl.h
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

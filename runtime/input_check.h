@@ -1,0 +1,22 @@
+// runtime/input_check.h — user inputs checked against a graph's Plain input metadata.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <vector>
+
+#include "bindings.h"
+#include "pt2rt/program.h"
+
+namespace pt2rt {
+
+/// Checks count, definedness, dtype, rank, static sizes (exact), symbolic sizes against the
+/// symbol's range constraint, and device (== `device`; a device without index matches any
+/// index of its type) of every user input, in that order.
+/// @throws InputError naming the input by index and name, e.g.
+///   `input 0 (x): expected float32[8, 64] on cpu, got float64[8, 64]`.
+void check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
+                  const Graph& graph, const GraphBindings& bindings, c10::Device device);
+
+}  // namespace pt2rt

@@ -1,0 +1,146 @@
+// runtime/interpreter.cpp — running an ExecutionPlan (see plan.h) and wrapping kernel errors.
+#include <c10/util/Exception.h>
+
+#include <sstream>
+
+#include "plan.h"
+#include "pt2rt/errors.h"
+#include "tensor_format.h"
+
+namespace pt2rt {
+
+void ExecutionPlan::push_arguments(const Instruction& ins, const std::vector<c10::IValue>& slots,
+                                   torch::jit::Stack& stack) {
+  for (const PlannedArg& a : ins.args) {
+    switch (a.kind) {
+      case PlannedArg::Kind::Constant:
+        stack.push_back(a.constant);
+        break;
+      case PlannedArg::Kind::Slot:
+        stack.push_back(slots[a.slot]);
+        break;
+      case PlannedArg::Kind::TensorList: {
+        c10::List<at::Tensor> list;
+        list.reserve(a.elements.size());
+        for (int64_t e : a.elements) list.push_back(slots[e].toTensor());
+        stack.emplace_back(std::move(list));
+        break;
+      }
+      case PlannedArg::Kind::OptionalTensorList: {
+        c10::List<c10::optional<at::Tensor>> list;
+        list.reserve(a.elements.size());
+        for (int64_t e : a.elements) {
+          if (e < 0) list.push_back(c10::nullopt);
+          else list.push_back(slots[e].toTensor());
+        }
+        stack.emplace_back(std::move(list));
+        break;
+      }
+      case PlannedArg::Kind::IntList: {
+        std::vector<int64_t> list(a.elements.size());
+        for (size_t i = 0; i < list.size(); ++i) {
+          list[i] = a.element_is_slot[i] ? slots[a.elements[i]].toInt() : a.elements[i];
+        }
+        stack.emplace_back(std::move(list));
+        break;
+      }
+    }
+  }
+}
+
+std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) const {
+  if (inputs.size() != input_slots_.size()) {
+    throw InputError(std::string("graph ") + to_string(graph_->role) + " takes " +
+                     std::to_string(input_slots_.size()) + " inputs, got " +
+                     std::to_string(inputs.size()));
+  }
+  Frame frame;
+  frame.slots.resize(graph_->values.size());
+  frame.stack.reserve(max_stack_);
+  for (size_t i = 0; i < inputs.size(); ++i) frame.slots[input_slots_[i]] = std::move(inputs[i]);
+
+  for (const Instruction& ins : instructions_) {
+    frame.stack.clear();
+    push_arguments(ins, frame.slots, frame.stack);
+    try {
+      if (ins.native) ins.native(frame.stack);
+      else ins.op->callBoxed(frame.stack);
+    } catch (const c10::Error& e) {
+      raise_execution_error(ins, frame, e.what_without_backtrace());
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      raise_execution_error(ins, frame, e.what());
+    }
+    if (frame.stack.size() != ins.outputs.size()) {
+      raise_execution_error(ins, frame,
+                            "the kernel returned " + std::to_string(frame.stack.size()) +
+                                " values, expected " + std::to_string(ins.outputs.size()));
+    }
+    for (size_t j = 0; j < ins.outputs.size(); ++j) {
+      frame.slots[ins.outputs[j]] = std::move(frame.stack[j]);
+    }
+    for (ValueId v : ins.release) frame.slots[v] = c10::IValue();
+  }
+
+  std::vector<c10::IValue> outputs;
+  outputs.reserve(output_slots_.size());
+  for (int64_t v : output_slots_) {
+    outputs.push_back(v < 0 ? c10::IValue() : frame.slots[v]);
+  }
+  return outputs;
+}
+
+void ExecutionPlan::raise_execution_error(const Instruction& ins, const Frame& frame,
+                                          const std::string& message) const {
+  const Node& node = graph_->nodes[ins.node];
+  const Operator& op = program_->operators[node.op];
+  NodeContext ctx{*program_, *graph_, ins.node, op, device_};
+  const c10::FunctionSchema& schema =
+      ins.native ? find_native_op(op.name, op.overload)->schema : ins.op->schema();
+
+  std::ostringstream os;
+  os << ctx.describe() << " failed: " << message << "\n  arguments:";
+  for (size_t j = 0; j < ins.args.size(); ++j) {
+    const PlannedArg& a = ins.args[j];
+    os << "\n    " << (j < schema.arguments().size() ? schema.arguments()[j].name() : "?")
+       << ": ";
+    switch (a.kind) {
+      case PlannedArg::Kind::Constant:
+        os << describe_ivalue(a.constant);
+        break;
+      case PlannedArg::Kind::Slot:
+        os << describe_ivalue(frame.slots[a.slot]) << "  (value '"
+           << graph_->values[a.slot].name << "')";
+        break;
+      case PlannedArg::Kind::TensorList:
+      case PlannedArg::Kind::OptionalTensorList:
+        os << "[";
+        for (size_t k = 0; k < a.elements.size(); ++k) {
+          os << (k ? ", " : "")
+             << (a.elements[k] < 0 ? std::string("None")
+                                   : describe_ivalue(frame.slots[a.elements[k]]));
+        }
+        os << "]";
+        break;
+      case PlannedArg::Kind::IntList:
+        os << "[";
+        for (size_t k = 0; k < a.elements.size(); ++k) {
+          os << (k ? ", " : "");
+          if (a.element_is_slot[k]) os << describe_ivalue(frame.slots[a.elements[k]]);
+          else os << a.elements[k];
+        }
+        os << "]";
+        break;
+    }
+  }
+  if (!node.debug.module_fqn.empty()) os << "\n  module: " << node.debug.module_fqn;
+  if (!node.debug.stack_trace.empty()) {
+    os << "\n  exported from (Python stack trace at export):\n" << node.debug.stack_trace;
+  } else {
+    os << "\n  (no Python stack trace was recorded at export)";
+  }
+  throw ExecutionError(os.str());
+}
+
+}  // namespace pt2rt

@@ -1,0 +1,186 @@
+// runtime/model_state.cpp — see model_state.h.
+#include "model_state.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "op_resolution.h"
+#include "pt2rt/errors.h"
+#include "tensor_format.h"
+
+namespace pt2rt {
+namespace {
+
+void check_weights(const Program& program, const std::vector<at::Tensor>& weights,
+                   c10::Device device) {
+  if (weights.size() != program.weights.size()) {
+    throw FormatError("program.fb lists " + std::to_string(program.weights.size()) +
+                      " weights, got " + std::to_string(weights.size()) + " tensors");
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const WeightInfo& w = program.weights[i];
+    const at::Tensor& t = weights[i];
+    if (!t.defined() || t.scalar_type() != w.dtype || t.sizes() != c10::IntArrayRef(w.sizes) ||
+        t.device().type() != device.type()) {
+      throw FormatError(
+          "weight '" + w.fqn + "' (" + w.entry + "): expected " +
+          describe_tensor_type(w.dtype, w.sizes) + " on " + device.str() + ", got " +
+          (t.defined() ? describe_tensor_type(t.scalar_type(), t.sizes()) + " on " +
+                             t.device().str()
+                       : std::string("an undefined tensor")));
+    }
+  }
+}
+
+CompiledGraph compile_graph(const std::shared_ptr<const Program>& program, const Graph& graph,
+                            const std::vector<ResolvedOp>& ops, const WeightIndex& weights,
+                            c10::Device device) {
+  CompiledGraph g;
+  g.bindings = bind_graph(*program, graph, weights);
+  g.plan = ExecutionPlan::build(program, graph, ops, device);
+  return g;
+}
+
+[[noreturn]] void pairing_error(const std::string& what) {
+  throw FormatError("program.fb: forward and backward graphs do not pair: " + what);
+}
+
+void check_pairing(const ModelState& s) {
+  const CompiledGraph& fw = *s.forward;
+  if (s.inference) {
+    const auto& inf = s.inference->bindings;
+    if (inf.user_input_positions.size() != fw.bindings.user_input_positions.size() ||
+        inf.user_output_values.size() != fw.bindings.user_output_values.size()) {
+      throw FormatError(
+          "program.fb: the inference graph takes " +
+          std::to_string(inf.user_input_positions.size()) + " inputs and returns " +
+          std::to_string(inf.user_output_values.size()) + " outputs, the forward graph " +
+          std::to_string(fw.bindings.user_input_positions.size()) + " and " +
+          std::to_string(fw.bindings.user_output_values.size()));
+    }
+  }
+  if (!s.backward) return;
+  const GraphBindings& bw = s.backward->bindings;
+  if (bw.num_saved > fw.bindings.num_saved) {
+    pairing_error("backward reads " + std::to_string(bw.num_saved) +
+                  " saved values, forward saves " + std::to_string(fw.bindings.num_saved));
+  }
+  for (const InputBinding& in : bw.inputs) {
+    if (in.source == InputSource::Tangent &&
+        (in.index >= s.output_differentiable.size() || !s.output_differentiable[in.index])) {
+      pairing_error("backward takes a tangent of output " + std::to_string(in.index) +
+                    ", which is not a differentiable forward output");
+    }
+  }
+  for (const OutputBinding& out : bw.outputs) {
+    if (out.sink == OutputSink::UserInputGrad &&
+        out.index >= fw.bindings.user_input_positions.size()) {
+      pairing_error("backward returns the gradient of input " + std::to_string(out.index) +
+                    " of " + std::to_string(fw.bindings.user_input_positions.size()));
+    }
+    if (out.sink == OutputSink::WeightGrad && s.weight_parameter[out.index] < 0) {
+      pairing_error("backward returns a gradient for non-parameter weight '" +
+                    s.program->weights[out.index].fqn + "'");
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program,
+                                          std::vector<at::Tensor> weights, c10::Device device) {
+  check_weights(*program, weights, device);
+  auto state = std::make_shared<ModelState>();
+  state->program = program;
+  state->device = device;
+  state->weights = std::move(weights);
+  state->weight_parameter.assign(program->weights.size(), -1);
+  for (size_t i = 0; i < program->weights.size(); ++i) {
+    switch (program->weights[i].kind) {
+      case WeightKind::Parameter:
+        state->weight_parameter[i] = static_cast<int64_t>(state->parameter_weights.size());
+        state->parameter_weights.push_back(i);
+        break;
+      case WeightKind::Buffer: state->buffer_weights.push_back(i); break;
+      case WeightKind::Constant: break;
+    }
+  }
+
+  const std::vector<ResolvedOp> ops = resolve_operators(*program);
+  const WeightIndex index = index_weights(*program);
+  if (const Graph* g = program->graph(GraphRole::Inference)) {
+    state->inference = compile_graph(program, *g, ops, index, device);
+  }
+  if (const Graph* g = program->graph(GraphRole::Forward)) {
+    state->forward = compile_graph(program, *g, ops, index, device);
+    for (int64_t v : state->forward->bindings.user_output_values) {
+      const Value* value = v >= 0 ? &g->values[v] : nullptr;
+      bool diff = value && value->kind == ValueKind::Tensor && value->meta &&
+                  (c10::isFloatingType(value->meta->dtype) || c10::isComplexType(value->meta->dtype));
+      state->output_differentiable.push_back(diff);
+    }
+  }
+  if (const Graph* g = program->graph(GraphRole::Backward)) {
+    if (!state->forward) throw FormatError("program.fb: a backward graph without a forward graph");
+    state->backward = compile_graph(program, *g, ops, index, device);
+  }
+  if (!state->inference && !state->forward) {
+    throw FormatError("program.fb: no inference and no forward graph");
+  }
+  if (state->forward) check_pairing(*state);
+  return state;
+}
+
+std::vector<c10::IValue> bind_inputs(const ModelState& state, const CompiledGraph& g,
+                                     const at::TensorList* parameters,
+                                     const std::vector<at::Tensor>& user_inputs,
+                                     const std::vector<c10::IValue>* saved,
+                                     const std::vector<at::Tensor>* tangents) {
+  std::vector<c10::IValue> in;
+  in.reserve(g.bindings.inputs.size());
+  const Graph& graph = g.graph();
+  for (size_t i = 0; i < g.bindings.inputs.size(); ++i) {
+    const InputBinding& b = g.bindings.inputs[i];
+    switch (b.source) {
+      case InputSource::Weight: {
+        int64_t p = state.weight_parameter[b.index];
+        in.emplace_back(parameters && p >= 0 ? (*parameters)[p] : state.weights[b.index]);
+        break;
+      }
+      case InputSource::UserInput: in.emplace_back(user_inputs[b.index]); break;
+      case InputSource::Saved: in.push_back((*saved)[b.index]); break;
+      case InputSource::Tangent: {
+        const at::Tensor& t = (*tangents)[b.index];
+        if (t.defined()) {
+          in.emplace_back(t);
+        } else {
+          // An output whose gradient never arrived: its cotangent is zero.
+          const TensorMeta& m = *graph.values[graph.inputs[i].value].meta;
+          std::vector<int64_t> sizes;
+          for (const Dim& d : m.sizes) sizes.push_back(d.value);
+          in.emplace_back(at::zeros(sizes, at::TensorOptions().dtype(m.dtype).device(state.device)));
+        }
+        break;
+      }
+    }
+  }
+  return in;
+}
+
+void apply_mutations(const ModelState& state, const CompiledGraph& g,
+                     const std::vector<c10::IValue>& outputs,
+                     const std::vector<at::Tensor>& user_inputs) {
+  c10::AutoGradMode no_grad(false);
+  for (size_t j = 0; j < g.bindings.outputs.size(); ++j) {
+    const OutputBinding& b = g.bindings.outputs[j];
+    if (b.sink == OutputSink::MutatedWeight) {
+      at::Tensor dst = state.weights[b.index];
+      dst.copy_(outputs[j].toTensor());
+    } else if (b.sink == OutputSink::MutatedUserInput) {
+      at::Tensor dst = user_inputs[b.index];
+      dst.copy_(outputs[j].toTensor());
+    }
+  }
+}
+
+}  // namespace pt2rt

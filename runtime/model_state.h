@@ -1,0 +1,69 @@
+// runtime/model_state.h — what a loaded Model holds, shared with in-flight autograd nodes.
+//
+// The immutable part (program, plans, bindings) never changes after load. `weights` are
+// tensor handles whose data optimizers update in place and whose BatchNorm buffers the
+// training forward writes. A ModelState is held by std::shared_ptr: the Model owns one
+// reference and every autograd node created by a training forward holds another, so
+// `loss.backward()` stays valid even after the Model was moved or destroyed.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "bindings.h"
+#include "plan.h"
+#include "pt2rt/archive.h"
+#include "pt2rt/program.h"
+
+namespace pt2rt {
+
+/// One graph, compiled and bound.
+struct CompiledGraph {
+  std::unique_ptr<ExecutionPlan> plan;
+  GraphBindings bindings;
+  const Graph& graph() const { return plan->graph(); }
+};
+
+struct ModelState {
+  std::shared_ptr<const Program> program;
+  c10::Device device = c10::kCPU;
+  /// Program::weights order: parameters, buffers, constants. Parameters are leaf tensors.
+  std::vector<at::Tensor> weights;
+  std::vector<size_t> parameter_weights;  ///< parameter position → weight index
+  std::vector<size_t> buffer_weights;     ///< buffer position → weight index
+  std::vector<int64_t> weight_parameter;  ///< weight index → parameter position, or -1
+  std::optional<CompiledGraph> inference, forward, backward;
+  /// Per user output of the forward graph: floating/complex dtype (differentiable).
+  std::vector<bool> output_differentiable;
+  /// The archive the model came from (for save()); null for Model::from_program.
+  std::shared_ptr<const Archive> archive;
+};
+
+/// Compiles every graph of `program` for `device`: op resolution (all unknown ops in one
+/// OpResolutionError), argument planning, descriptor binding, and the pairing checks of
+/// forward and backward (every backward Saved(k) is a forward Saved output).
+/// @param weights  Program::weights order, already on `device`.
+/// @throws FormatError, OpResolutionError.
+std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program,
+                                          std::vector<at::Tensor> weights, c10::Device device);
+
+/// Graph inputs of `g` bound from weights, user inputs and (backward) saved values and
+/// tangents. Parameters are taken from `parameters` when given (the autograd Function's own
+/// inputs), else from state.weights.
+std::vector<c10::IValue> bind_inputs(const ModelState& state, const CompiledGraph& g,
+                                     const at::TensorList* parameters,
+                                     const std::vector<at::Tensor>& user_inputs,
+                                     const std::vector<c10::IValue>* saved,
+                                     const std::vector<at::Tensor>* tangents);
+
+/// Copies InputMutation outputs into their buffers / user inputs under no-grad
+/// (PyTorch's in-place `Tensor::copy_`).
+void apply_mutations(const ModelState& state, const CompiledGraph& g,
+                     const std::vector<c10::IValue>& outputs,
+                     const std::vector<at::Tensor>& user_inputs);
+
+}  // namespace pt2rt

@@ -1,0 +1,36 @@
+// runtime/native_ops.h — FX targets that are not dispatcher ops, executed by pt2rt itself.
+//
+// The exporter names non-ATen FX targets in pt2rt's own namespaces (DESIGN.md "Program"):
+//   prim::getitem(Tensor[] list, int idx) -> Tensor     element of a TensorList value
+//   sym::size / sym::stride (Tensor self, int dim) -> int,
+//   sym::numel / sym::storage_offset / sym::dim (Tensor self) -> int
+//   sym::add, sub, mul, floordiv, mod, truediv, max, min (Scalar a, Scalar b) -> Scalar,
+//   sym::neg (Scalar a) -> Scalar, sym::eq, ne, lt, le, gt, ge (Scalar a, Scalar b) -> bool,
+//   sym::sym_not (bool a) -> bool
+// (Python's `operator.*` on SymInts, with Python semantics: floordiv rounds toward -inf,
+// mod takes the divisor's sign). The aten spellings `aten::sym_size` etc. are accepted too.
+//
+// Each native op has a c10::FunctionSchema so its arguments are converted exactly like a
+// dispatcher op's; its kernel consumes the arguments from the stack and pushes the returns,
+// like a boxed kernel.
+#pragma once
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/stack.h>
+
+#include <string>
+
+namespace pt2rt {
+
+using NativeKernel = void (*)(torch::jit::Stack& stack);
+
+struct NativeOp {
+  c10::FunctionSchema schema;
+  NativeKernel kernel;
+};
+
+/// The native op named `name` + `overload` ("sym::add", ""), or nullptr when there is none.
+/// The returned object lives for the whole process.
+const NativeOp* find_native_op(const std::string& name, const std::string& overload);
+
+}  // namespace pt2rt
