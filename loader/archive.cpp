@@ -159,6 +159,23 @@ void attach_layout(Archive::Impl& impl, const std::vector<detail::ZipLayoutEntry
   }
 }
 
+// Opens a libzip archive over `src` (which it then owns, or frees on failure).
+// @throws FormatError naming `source`: not a zip, or libzip cannot read it.
+zip_t* open_zip_source(zip_source_t* src, zip_error_t* err, const std::string& source) {
+  zip_t* za = zip_open_from_source(src, ZIP_RDONLY, err);
+  if (za == nullptr) {
+    const int code = zip_error_code_zip(err);
+    const std::string text = zip_error_text(err);
+    zip_error_fini(err);
+    zip_source_free(src);
+    throw FormatError(source + ": " +
+                      (code == ZIP_ER_NOZIP ? "not a zip archive" : "cannot open as a zip archive") +
+                      " (libzip: " + text + ")");
+  }
+  zip_error_fini(err);
+  return za;
+}
+
 }  // namespace
 
 Archive::Archive(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -196,17 +213,7 @@ Archive Archive::open(const std::string& path) {
     zip_error_fini(&err);
     throw FormatError(path + ": cannot open (libzip: " + text + ")");
   }
-  zip_t* za = zip_open_from_source(src, ZIP_RDONLY, &err);
-  if (za == nullptr) {
-    const int code = zip_error_code_zip(&err);
-    const std::string text = zip_error_text(&err);
-    zip_error_fini(&err);
-    zip_source_free(src);
-    throw FormatError(path + ": " +
-                      (code == ZIP_ER_NOZIP ? "not a zip archive" : "cannot open as a zip archive") +
-                      " (libzip: " + text + ")");
-  }
-  zip_error_fini(&err);
+  zip_t* za = open_zip_source(src, &err, path);
   auto impl = std::make_unique<Impl>();
   impl->source = path;
   impl->za = za;
@@ -237,17 +244,7 @@ Archive Archive::from_bytes(const uint8_t* data, size_t size) {
     zip_error_fini(&err);
     throw FormatError(kMemory + ": cannot open (libzip: " + text + ")");
   }
-  zip_t* za = zip_open_from_source(src, ZIP_RDONLY, &err);
-  if (za == nullptr) {
-    const int code = zip_error_code_zip(&err);
-    const std::string text = zip_error_text(&err);
-    zip_error_fini(&err);
-    zip_source_free(src);
-    throw FormatError(kMemory + ": " +
-                      (code == ZIP_ER_NOZIP ? "not a zip archive" : "cannot open as a zip archive") +
-                      " (libzip: " + text + ")");
-  }
-  zip_error_fini(&err);
+  zip_t* za = open_zip_source(src, &err, kMemory);
   impl->za = za;
   std::vector<detail::ZipLayoutEntry> layout;
   try {

@@ -1,0 +1,91 @@
+// export-cli inspect — what is in a model.pt2: versions, producer, signature, weights,
+// range constraints, bundled examples, and per graph the op histogram and the inputs and
+// outputs with their descriptors. Reads only the archive and its Program IR (no kernels).
+//
+//   export-cli inspect <model.pt2> [--json] [--graph inference|forward|backward]
+#include <iostream>
+
+#include "cli.h"
+#include "options.h"
+#include "program_text.h"
+#include "pt2rt/archive.h"
+#include "pt2rt/constants.h"
+#include "pt2rt/program.h"
+
+namespace pt2rt::cli {
+namespace {
+
+std::string read_text_entry(const Archive& archive, const std::string& name) {
+  auto bytes = archive.read(name, 4096);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+GraphRole parse_role(const std::string& text) {
+  for (GraphRole role :
+       {GraphRole::Inference, GraphRole::Forward, GraphRole::Backward, GraphRole::Joint}) {
+    if (role_name(role) == text) return role;
+  }
+  throw UsageError("--graph must be inference, forward or backward, got '" + text + "'");
+}
+
+}  // namespace
+
+int cmd_inspect(int argc, char** argv) {
+  cxxopts::Options options("export-cli inspect",
+                           "Show what a pt2rt archive holds: format and schema versions, "
+                           "producer, signature, weights, range constraints, bundled examples, "
+                           "and each graph's ops, inputs and outputs with descriptors.\n");
+  options.positional_help("<model.pt2>").show_positional_help();
+  // clang-format off
+  options.add_options("positional")
+      ("model", "archive to inspect", cxxopts::value<std::string>());
+  options.add_options()
+      ("json", "print the facts as one JSON object")
+      ("graph", "print the nodes of one graph: inference, forward or backward",
+       cxxopts::value<std::string>());
+  // clang-format on
+  options.parse_positional({"model"});
+  bool help = false;
+  auto result = parse_options(options, argc, argv, &help);
+  if (help) return kExitOk;
+
+  ArchiveFacts facts;
+  facts.path = require_positional(result, "model", "<model.pt2>");
+  require_file(facts.path, "model archive");
+  std::optional<GraphRole> role;
+  if (result.count("graph")) role = parse_role(result["graph"].as<std::string>());
+
+  const Archive archive = Archive::open(facts.path);
+  facts.archive_format = read_text_entry(archive, kArchiveFormatEntry);
+  facts.archive_version = read_text_entry(archive, kArchiveVersionEntry);
+  facts.entries = archive.entries();
+  const auto bytes = archive.read(kProgramEntry);
+  const auto program = decode_program(bytes.data(), bytes.size());
+
+  if (role) {
+    const Graph* graph = program->graph(*role);
+    if (graph == nullptr) {
+      throw UsageError(facts.path + " has no " + role_name(*role) + " graph");
+    }
+    if (result.count("json")) {
+      auto j = summary_json(facts, *program);
+      for (auto& g : j["graphs"]) {
+        if (g["role"] != role_name(*role)) continue;
+        g["nodes"] = node_lines(*program, *graph);
+        std::cout << g.dump(2) << "\n";
+        break;
+      }
+    } else {
+      print_graph(std::cout, *program, *graph);
+    }
+    return kExitOk;
+  }
+  if (result.count("json")) {
+    std::cout << summary_json(facts, *program).dump(2) << "\n";
+  } else {
+    print_summary(std::cout, facts, *program);
+  }
+  return kExitOk;
+}
+
+}  // namespace pt2rt::cli

@@ -1,0 +1,126 @@
+// export-cli run — run a model.pt2 once: inference, or a training forward + backward.
+//
+//   export-cli run <model.pt2> [--inputs in.pt] [--outputs out.pt] [--device cpu|cuda]
+//                  [--train] [--grad-outputs g.pt] [--grads grads.pt] [--buffers buffers.pt]
+//
+// Inputs come from a torch.save file (tuple or list of tensors) or, without --inputs, the
+// first bundled example. Outputs are written as a list of tensors; --grads as a dict
+// FQN -> gradient ("input:<i>" for user inputs), --buffers as a dict FQN -> value.
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli.h"
+#include "options.h"
+#include "pt2rt/model.h"
+#include "steps.h"
+#include "tensor_io.h"
+
+namespace pt2rt::cli {
+
+int cmd_run(int argc, char** argv) {
+  cxxopts::Options options("export-cli run",
+                           "Run a pt2rt archive once and print a summary of the outputs.\n"
+                           "Default: eval mode (inference graph). --train: training forward "
+                           "and backward (grad outputs from --grad-outputs, else ones).\n");
+  options.positional_help("<model.pt2>").show_positional_help();
+  // clang-format off
+  options.add_options("positional")
+      ("model", "archive to run", cxxopts::value<std::string>());
+  options.add_options()
+      ("inputs", "torch.save file with a tuple/list of input tensors (default: the bundled "
+                 "example)", cxxopts::value<std::string>())
+      ("outputs", "write the outputs here (torch.save list of tensors)",
+       cxxopts::value<std::string>())
+      ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
+      ("train", "run the training forward and the backward")
+      ("grad-outputs", "with --train: torch.save list, one gradient per differentiable output",
+       cxxopts::value<std::string>())
+      ("grads", "with --train: write a dict FQN -> gradient here", cxxopts::value<std::string>())
+      ("buffers", "write a dict FQN -> buffer value after the call here",
+       cxxopts::value<std::string>());
+  // clang-format on
+  options.parse_positional({"model"});
+  bool help = false;
+  auto result = parse_options(options, argc, argv, &help);
+  if (help) return kExitOk;
+
+  const std::string path = require_positional(result, "model", "<model.pt2>");
+  require_file(path, "model archive");
+  const c10::Device device = parse_device(result["device"].as<std::string>());
+  const bool train = result.count("train") > 0;
+  if (!train && (result.count("grad-outputs") || result.count("grads"))) {
+    throw UsageError("--grad-outputs and --grads need --train");
+  }
+  std::vector<at::Tensor> inputs, grad_outputs;
+  if (result.count("inputs")) {
+    inputs = load_tensor_list(result["inputs"].as<std::string>(), "--inputs");
+  }
+  if (result.count("grad-outputs")) {
+    grad_outputs = load_tensor_list(result["grad-outputs"].as<std::string>(), "--grad-outputs");
+  }
+
+  Model model = Model::load(path, device);
+  if (!result.count("inputs")) {
+    if (model.program().examples.empty()) {
+      throw UsageError(path + " has no bundled example; give --inputs");
+    }
+    for (const auto& t : model.program().examples[0].inputs) inputs.push_back(to_tensor(t));
+    std::cout << "inputs: bundled example '" << model.program().examples[0].name << "'\n";
+  }
+  inputs = to_device(inputs, device);
+  if (train && !has_training_graphs(model.program())) {
+    throw UsageError(path + " has no forward/backward graphs (exported without training)");
+  }
+
+  std::vector<at::Tensor> outputs;
+  NamedTensors grads;
+  std::ostringstream timing;
+  timing << std::fixed << std::setprecision(3);
+  if (train) {
+    TrainStep step = run_training_step(model, inputs, grad_outputs);
+    outputs = std::move(step.outputs);
+    grads = std::move(step.grads);
+    timing << "forward " << step.forward_ms << " ms, backward " << step.backward_ms
+           << " ms (training)";
+  } else {
+    double ms = 0.0;
+    outputs = run_inference(model, inputs, &ms);
+    timing << "forward " << ms << " ms (inference)";
+  }
+
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::cout << "input " << i << ": " << describe(inputs[i], true) << "\n";
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::cout << "output " << i << ": " << describe(outputs[i], true) << "\n";
+  }
+  if (train) {
+    std::cout << "gradients: " << grads.size() << " (";
+    for (size_t i = 0; i < grads.size(); ++i) {
+      std::cout << (i ? ", " : "") << grads[i].first;
+      if (i == 3 && grads.size() > 5) {
+        std::cout << ", ... " << grads.size() - 4 << " more";
+        break;
+      }
+    }
+    std::cout << ")\n";
+  }
+  std::cout << "time: " << timing.str() << "\n";
+
+  if (result.count("outputs")) {
+    save_tensor_list(result["outputs"].as<std::string>(), outputs);
+    std::cout << "wrote " << result["outputs"].as<std::string>() << "\n";
+  }
+  if (result.count("grads")) {
+    save_tensor_dict(result["grads"].as<std::string>(), grads);
+    std::cout << "wrote " << result["grads"].as<std::string>() << "\n";
+  }
+  if (result.count("buffers")) {
+    save_tensor_dict(result["buffers"].as<std::string>(), model.named_buffers());
+    std::cout << "wrote " << result["buffers"].as<std::string>() << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace pt2rt::cli

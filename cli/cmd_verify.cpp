@@ -1,0 +1,220 @@
+// export-cli verify — self-check an archive on this machine against the eager references
+// bundled at export: every example through inference and through training forward +
+// backward; outputs, parameter gradients and updated buffers compared with
+// torch.testing.assert_close's default tolerances for their dtype.
+//
+//   export-cli verify <model.pt2> [--device cpu|cuda]
+//
+// Exit 0 when everything is close, 1 when anything is not. An archive whose weights were
+// re-saved (train --save, Model::save) keeps its example inputs but not the references:
+// then the examples are run, outputs are checked against the signature (dtype, shape),
+// and verify says there are no references and exits 0.
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "cli.h"
+#include "compare.h"
+#include "options.h"
+#include "pt2rt/model.h"
+#include "signature.h"
+#include "steps.h"
+#include "tensor_io.h"
+
+namespace pt2rt::cli {
+namespace {
+
+struct Row {
+  std::string name;
+  Comparison result;
+};
+
+/// A table cell: "-" where there is no number (signature checks).
+std::string number(double v) {
+  if (std::isnan(v)) return "-";
+  std::ostringstream out;
+  out << std::scientific << std::setprecision(3) << v;
+  return out.str();
+}
+
+class Table {
+ public:
+  void add(std::string name, Comparison c) { rows_.push_back({std::move(name), std::move(c)}); }
+  bool all_pass() const {
+    for (const auto& r : rows_) {
+      if (!r.result.pass) return false;
+    }
+    return true;
+  }
+  size_t failures() const {
+    size_t n = 0;
+    for (const auto& r : rows_) n += r.result.pass ? 0 : 1;
+    return n;
+  }
+  size_t size() const { return rows_.size(); }
+  void print(std::ostream& out) const {
+    size_t width = 4;
+    for (const auto& r : rows_) width = std::max(width, r.name.size());
+    out << std::left << std::setw(static_cast<int>(width)) << "name"
+        << "  " << std::right << std::setw(12) << "max abs err"
+        << "  " << std::setw(12) << "max rel err"
+        << "  result\n";
+    for (const auto& r : rows_) {
+      out << std::left << std::setw(static_cast<int>(width)) << r.name << "  " << std::right
+          << std::scientific << std::setprecision(3) << std::setw(12) << number(r.result.max_abs)
+          << "  " << std::setw(12) << number(r.result.max_rel) << "  "
+          << (r.result.pass ? "pass" : "FAIL");
+      if (!r.result.problem.empty()) out << "  " << r.result.problem;
+      out << "\n";
+    }
+    out << std::defaultfloat;
+  }
+
+ private:
+  std::vector<Row> rows_;
+};
+
+std::vector<at::Tensor> to_tensors(const std::vector<TensorData>& data) {
+  std::vector<at::Tensor> out;
+  for (const auto& d : data) out.push_back(to_tensor(d));
+  return out;
+}
+
+void compare_lists(Table& table, const std::string& prefix, const std::vector<at::Tensor>& actual,
+                   const std::vector<TensorData>& expected) {
+  if (actual.size() != expected.size()) {
+    Comparison c;
+    c.problem =
+        std::to_string(actual.size()) + " values, reference has " + std::to_string(expected.size());
+    table.add(prefix, c);
+  }
+  for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
+    table.add(prefix + "[" + std::to_string(i) + "]", compare(actual[i], to_tensor(expected[i])));
+  }
+}
+
+void compare_named(Table& table, const std::string& prefix, const NamedTensors& actual,
+                   const std::vector<std::pair<std::string, TensorData>>& expected) {
+  std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
+  for (const auto& [name, data] : expected) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      Comparison c;
+      c.problem = "not produced by the runtime";
+      table.add(prefix + " " + name, c);
+      continue;
+    }
+    table.add(prefix + " " + name, compare(it->second, to_tensor(data)));
+  }
+}
+
+/// Dtype and static sizes of `t` against the signature's meta.
+Comparison check_signature(const at::Tensor& t, const TensorMeta* meta, const Program& program) {
+  Comparison c;
+  c.pass = true;
+  c.max_abs = c.max_rel = std::nan("");
+  if (meta == nullptr) return c;
+  bool ok = t.defined() && t.scalar_type() == meta->dtype &&
+            t.dim() == static_cast<int64_t>(meta->sizes.size());
+  for (size_t d = 0; ok && d < meta->sizes.size(); ++d) {
+    ok = !meta->sizes[d].is_static() || meta->sizes[d].value == t.size(static_cast<int64_t>(d));
+  }
+  if (!ok) {
+    c.pass = false;
+    c.problem = "got " + describe(t) + ", signature says " + meta_string(*meta, program);
+  } else {
+    c.problem = "matches signature " + meta_string(*meta, program);
+  }
+  return c;
+}
+
+}  // namespace
+
+int cmd_verify(int argc, char** argv) {
+  cxxopts::Options options(
+      "export-cli verify",
+      "Run every bundled example through inference and training forward+backward and compare "
+      "outputs, gradients and buffers with the eager references recorded at export "
+      "(torch.testing.assert_close default tolerances). Exit 1 on any mismatch.\n");
+  options.positional_help("<model.pt2>").show_positional_help();
+  // clang-format off
+  options.add_options("positional")
+      ("model", "archive to verify", cxxopts::value<std::string>());
+  options.add_options()
+      ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"));
+  // clang-format on
+  options.parse_positional({"model"});
+  bool help = false;
+  auto result = parse_options(options, argc, argv, &help);
+  if (help) return kExitOk;
+
+  const std::string path = require_positional(result, "model", "<model.pt2>");
+  require_file(path, "model archive");
+  const c10::Device device = parse_device(result["device"].as<std::string>());
+  Model model = Model::load(path, device);
+  const Program& program = model.program();
+  if (program.examples.empty()) {
+    std::cout << path << ": no bundled examples, nothing to verify\n";
+    return kExitOk;
+  }
+  const bool trainable = has_training_graphs(program);
+  const Graph* sig = signature_graph(program);
+  Table table;
+  bool any_references = false;
+  for (const auto& example : program.examples) {
+    const auto inputs = to_device(to_tensors(example.inputs), device);
+    const std::string& name = example.name;
+    auto outputs = run_inference(model, inputs, nullptr);
+    if (!example.references) {
+      const auto specs = sig ? user_outputs(*sig) : std::vector<UserValue>{};
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const TensorMeta* meta = i < specs.size() ? specs[i].meta : nullptr;
+        table.add(name + " output[" + std::to_string(i) + "]",
+                  check_signature(outputs[i], meta, program));
+      }
+      if (trainable) {
+        const auto saved = snapshot_buffers(model);
+        TrainStep step = run_training_step(model, inputs, {});
+        restore_buffers(model, saved);
+        for (size_t i = 0; i < step.outputs.size(); ++i) {
+          const TensorMeta* meta = i < specs.size() ? specs[i].meta : nullptr;
+          table.add(name + " train output[" + std::to_string(i) + "]",
+                    check_signature(step.outputs[i], meta, program));
+        }
+      }
+      continue;
+    }
+    any_references = true;
+    const ExampleReferences& ref = *example.references;
+    compare_lists(table, name + " output", outputs, ref.outputs);
+    if (trainable && !ref.train_outputs.empty()) {
+      const auto saved = snapshot_buffers(model);
+      TrainStep step =
+          run_training_step(model, inputs, to_device(to_tensors(ref.grad_outputs), device));
+      compare_lists(table, name + " train output", step.outputs, ref.train_outputs);
+      compare_named(table, name + " grad", step.grads, ref.grads);
+      compare_named(table, name + " buffer", model.named_buffers(), ref.buffers);
+      restore_buffers(model, saved);
+    }
+  }
+
+  table.print(std::cout);
+  if (!any_references) {
+    std::cout << path << ": no references (the weights were re-saved after export); ran "
+              << program.examples.size() << " example(s) and checked outputs against the "
+              << "signature: " << (table.all_pass() ? "ok" : "MISMATCH") << "\n";
+    return table.all_pass() ? kExitOk : kExitCheckFailed;
+  }
+  if (!table.all_pass()) {
+    std::cout << "FAILED: " << table.failures() << " of " << table.size()
+              << " checks differ from the eager references\n";
+    return kExitCheckFailed;
+  }
+  std::cout << "OK: " << table.size() << " checks match the eager references ("
+            << program.examples.size() << " example(s), device " << device << ")\n";
+  return kExitOk;
+}
+
+}  // namespace pt2rt::cli

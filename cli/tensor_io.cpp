@@ -1,0 +1,188 @@
+// cli/tensor_io.cpp — torch.save-compatible tensor files (pickle_load / pickle_save).
+#include "tensor_io.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/util/irange.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "cli.h"
+#include "pickle_compat.h"
+#include "pt2rt/errors.h"
+
+namespace pt2rt::cli {
+namespace {
+
+/// torch.load for LibTorch: the zip written by torch.save (default, new serialization),
+/// its data.pkl made readable by normalize_pickle, tensors read from data/<key> records.
+/// The same steps as torch::jit::pickle_load (readArchiveAndTensors), which cannot be given
+/// rewritten pickle bytes.
+c10::IValue read_pickle(const std::string& path, const std::string& what) {
+  require_file(path, what + " file");
+  try {
+    caffe2::serialize::PyTorchStreamReader zip(path);
+    auto [pickle_ptr, pickle_size] = zip.getRecord("data.pkl");
+    const std::string pickle =
+        normalize_pickle(std::string(static_cast<const char*>(pickle_ptr.get()), pickle_size));
+    size_t offset = 0;
+    auto reader = [&](char* buffer, size_t n) -> size_t {
+      n = std::min(n, pickle.size() - offset);
+      std::memcpy(buffer, pickle.data() + offset, n);
+      offset += n;
+      return n;
+    };
+    auto read_record = [&](const std::string& name) {
+      return std::get<0>(zip.getRecord("data/" + name));
+    };
+    torch::jit::Unpickler unpickler(reader, nullptr, nullptr, read_record, c10::Device(c10::kCPU));
+    unpickler.set_version(zip.version());
+    return unpickler.parse_ivalue();
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    msg = msg.substr(0, msg.find('\n'));
+    throw UsageError(what + ": " + path + " is not a file written by torch.save (" + msg + ")");
+  }
+}
+
+/// Python's name for what `value` holds: "dict", "list", "int", ...
+std::string kind_of(const c10::IValue& value) {
+  if (value.isGenericDict()) return "dict";
+  if (value.isList()) return "list";
+  if (value.isTuple()) return "tuple";
+  if (value.isInt()) return "int";
+  if (value.isDouble()) return "float";
+  if (value.isBool()) return "bool";
+  if (value.isString()) return "str";
+  if (value.isNone()) return "None";
+  return value.tagKind();
+}
+
+void write_bytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw UsageError("cannot write " + path);
+}
+
+at::Tensor for_saving(const at::Tensor& t) {
+  // pickle_save writes the whole storage of a view; a contiguous CPU copy keeps files small.
+  return t.defined() ? t.detach().to(at::kCPU).contiguous() : t;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::string& what) {
+  c10::IValue value = read_pickle(path, what);
+  std::vector<c10::IValue> items;
+  if (value.isTensor()) {
+    items.push_back(value);
+  } else if (value.isTuple()) {
+    items = value.toTupleRef().elements().vec();
+  } else if (value.isList()) {
+    items = value.toListRef().vec();
+  } else {
+    throw UsageError(what + ": " + path + " holds a " + kind_of(value) +
+                     ", expected a tuple or list of tensors");
+  }
+  std::vector<at::Tensor> tensors;
+  for (const auto i : c10::irange(items.size())) {
+    if (!items[i].isTensor()) {
+      throw UsageError(what + ": element " + std::to_string(i) + " of " + path + " is a " +
+                       kind_of(items[i]) + ", expected a tensor");
+    }
+    tensors.push_back(items[i].toTensor());
+  }
+  return tensors;
+}
+
+std::pair<at::Tensor, at::Tensor> load_dataset(const std::string& path, const std::string& what) {
+  auto tensors = load_tensor_list(path, what);
+  if (tensors.size() != 2) {
+    throw UsageError(what + ": " + path + " holds " + std::to_string(tensors.size()) +
+                     " tensors, expected (inputs, targets)");
+  }
+  const at::Tensor& inputs = tensors[0];
+  const at::Tensor& targets = tensors[1];
+  if (inputs.dim() == 0 || targets.dim() == 0 || inputs.size(0) != targets.size(0)) {
+    throw UsageError(what + ": " + path + ": inputs " + describe(inputs) + " and targets " +
+                     describe(targets) + " must have the same first (sample) dimension");
+  }
+  return {inputs, targets};
+}
+
+void save_tensor_list(const std::string& path, const std::vector<at::Tensor>& tensors) {
+  c10::impl::GenericList list(c10::TensorType::get());
+  for (const auto& t : tensors) list.push_back(for_saving(t));
+  write_bytes(path, torch::jit::pickle_save(list));
+}
+
+void save_tensor_dict(const std::string& path,
+                      const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : tensors) dict.insert(name, for_saving(t));
+  write_bytes(path, torch::jit::pickle_save(dict));
+}
+
+at::Tensor to_tensor(const TensorData& data) {
+  at::Tensor t = at::empty(data.sizes, at::TensorOptions().dtype(data.dtype));
+  const uint64_t expected = static_cast<uint64_t>(t.numel()) * t.element_size();
+  if (expected != data.data.size()) {
+    std::ostringstream msg;
+    msg << "bundled tensor " << dtype_name(data.dtype) << t.sizes() << " holds " << data.data.size()
+        << " bytes, expected " << expected;
+    throw FormatError(msg.str());
+  }
+  if (expected > 0) std::memcpy(t.data_ptr(), data.data.data(), expected);
+  return t;
+}
+
+std::string dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Byte:
+      return "uint8";
+    case c10::ScalarType::Char:
+      return "int8";
+    case c10::ScalarType::Short:
+      return "int16";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Long:
+      return "int64";
+    case c10::ScalarType::Half:
+      return "float16";
+    case c10::ScalarType::Float:
+      return "float32";
+    case c10::ScalarType::Double:
+      return "float64";
+    case c10::ScalarType::ComplexHalf:
+      return "complex32";
+    case c10::ScalarType::ComplexFloat:
+      return "complex64";
+    case c10::ScalarType::ComplexDouble:
+      return "complex128";
+    case c10::ScalarType::Bool:
+      return "bool";
+    case c10::ScalarType::BFloat16:
+      return "bfloat16";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
+std::string describe(const at::Tensor& tensor, bool with_device) {
+  if (!tensor.defined()) return "None";
+  std::ostringstream out;
+  out << dtype_name(tensor.scalar_type()) << tensor.sizes();
+  if (with_device && !tensor.device().is_cpu()) out << " on " << tensor.device();
+  return out.str();
+}
+
+}  // namespace pt2rt::cli

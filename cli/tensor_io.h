@@ -1,0 +1,49 @@
+// cli/tensor_io.h — tensor files exchanged with Python, and tensors bundled in archives.
+//
+// Files given to the CLI (in.pt, out.pt, train.pt, grads.pt) are what Python's
+// `torch.save` writes with its default (zip) serialization and `torch.load` reads.
+// They are written with `torch::jit::pickle_save` (torch/csrc/jit/serialization/pickle.h) and
+// read like `torch::jit::pickle_load`, with one fix-up for LibTorch 1.13 (pickle_compat.h).
+// Only plain data is accepted (tensors, lists, tuples, dicts): the unpickler builds no
+// Python objects. The model archive itself never holds pickles.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pt2rt/program.h"
+
+namespace pt2rt::cli {
+
+/// Reads a tuple or list of tensors (a single tensor is taken as a list of one).
+/// `what` names the file in messages (e.g. "--inputs").
+/// @throws UsageError: missing file, not a torch.save file, or another content.
+std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::string& what);
+
+/// Reads a `(inputs, targets)` pair of tensors with the same first dimension.
+/// @throws UsageError naming the file and what is wrong.
+std::pair<at::Tensor, at::Tensor> load_dataset(const std::string& path, const std::string& what);
+
+/// Writes `tensors` as a Python list (read back by torch.load as list[Tensor]).
+/// Tensors are moved to CPU and detached first.
+/// @throws UsageError when the file cannot be written.
+void save_tensor_list(const std::string& path, const std::vector<at::Tensor>& tensors);
+
+/// Writes an ordered dict name -> tensor (torch.load gives a dict[str, Tensor]).
+void save_tensor_dict(const std::string& path,
+                      const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
+/// A tensor bundled in program.fb (examples, references) as a new CPU tensor.
+/// @throws pt2rt::FormatError when the byte count disagrees with dtype × sizes.
+at::Tensor to_tensor(const TensorData& data);
+
+/// torch's dtype name without the "torch." prefix: "float32", "int64", "bool".
+std::string dtype_name(c10::ScalarType dtype);
+
+/// "float32[32, 1, 8, 8]" (plus " on cuda:0" when not on CPU and `with_device`).
+std::string describe(const at::Tensor& tensor, bool with_device = false);
+
+}  // namespace pt2rt::cli

@@ -1,0 +1,49 @@
+"""The digits CNN: a small conv net for 8x8 grey-scale digit images (sklearn's load_digits).
+
+Architecture (input float32 [N, 1, 8, 8], output float32 logits [N, 10]):
+    conv3x3(1->16) - BatchNorm2d - ReLU - MaxPool2d(2)     -> [N, 16, 4, 4]
+    conv3x3(16->32) - BatchNorm2d - ReLU - MaxPool2d(2)    -> [N, 32, 2, 2]
+    flatten - Linear(128 -> 10)                             -> [N, 10]
+
+`build()` is the entry point for `export-cli save examples/digits/model.py:build out.pt2`:
+it returns `(model, example_args)` with a fixed batch of BATCH_SIZE images. pt2rt v1
+archives have static shapes, so every call of the exported model (training and
+inference) takes exactly BATCH_SIZE images.
+"""
+from typing import Tuple
+
+import torch
+from torch import nn
+
+#: Images per call of the exported model (the archive's static batch dimension).
+BATCH_SIZE = 32
+NUM_CLASSES = 10
+
+
+class DigitsCNN(nn.Module):
+    """conv-BN-ReLU-pool x2, then a linear layer to NUM_CLASSES logits."""
+
+    def __init__(self, num_classes: int = NUM_CLASSES) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 16, kernel_size=3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, kernel_size=3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Linear(32 * 2 * 2, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: float32 [N, 1, 8, 8] (normalised pixels) -> float32 logits [N, NUM_CLASSES]."""
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+def build(seed: int = 0) -> Tuple[nn.Module, Tuple[torch.Tensor]]:
+    """A freshly initialised DigitsCNN and an example batch float32 [BATCH_SIZE, 1, 8, 8]."""
+    torch.manual_seed(seed)
+    model = DigitsCNN()
+    return model, (torch.randn(BATCH_SIZE, 1, 8, 8),)

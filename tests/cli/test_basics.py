@@ -1,0 +1,75 @@
+"""export-cli as a whole: usage, --help of every subcommand, unknown commands and options."""
+import pytest
+
+SUBCOMMANDS = ["save", "inspect", "run", "verify", "train"]
+
+
+def test_no_arguments_prints_usage_and_exits_2(cli):
+    r = cli()
+    assert r.rc == 2
+    for sub in SUBCOMMANDS:
+        assert sub in r.err
+
+
+def test_top_level_help(cli):
+    r = cli.ok("--help")
+    for sub in SUBCOMMANDS:
+        assert sub in r.out
+    assert "exit codes" in r.out
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommand_has_help(cli, sub):
+    r = cli.ok(sub, "--help")
+    assert f"export-cli {sub}" in r.out
+    assert "--help" in r.out
+
+
+@pytest.mark.parametrize("sub,option", [("inspect", "--json"), ("run", "--grad-outputs"),
+                                        ("verify", "--device"), ("train", "--optimizer"),
+                                        ("save", "--partitioner")])
+def test_help_lists_the_options(cli, sub, option):
+    assert option in cli.ok(sub, "--help").out
+
+
+def test_unknown_subcommand(cli):
+    cli.usage_error("frobnicate", mentions=["frobnicate"])
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_unknown_option_is_a_usage_error(cli, sub):
+    cli.usage_error(sub, "--no-such-option", mentions=["no-such-option"])
+
+
+@pytest.mark.parametrize("sub", ["inspect", "run", "verify", "train"])
+def test_missing_model_argument(cli, sub):
+    cli.usage_error(sub, mentions=["model.pt2"])
+
+
+@pytest.mark.parametrize("sub", ["inspect", "run", "verify", "train"])
+def test_missing_model_file(cli, sub, tmp_path):
+    missing = tmp_path / "nope.pt2"
+    extra = ["--data", str(missing)] if sub == "train" else []
+    cli.usage_error(sub, missing, *extra, mentions=[str(missing)])
+
+
+@pytest.mark.parametrize("sub", ["inspect", "run", "verify", "train"])
+def test_corrupt_model_file(cli, sub, tmp_path):
+    bad = tmp_path / "garbage.pt2"
+    bad.write_bytes(b"this is not a zip archive at all" * 10)
+    if sub == "train":
+        import torch
+        data = tmp_path / "d.pt"
+        torch.save((torch.zeros(4, 16), torch.zeros(4, dtype=torch.long)), str(data))
+        cli.usage_error(sub, bad, "--data", data, mentions=["garbage.pt2"])
+    else:
+        cli.usage_error(sub, bad, mentions=["garbage.pt2"])
+
+
+def test_truncated_archive(cli, archives, tmp_path):
+    src = archives.get("mlp").path.read_bytes()
+    for cut in (len(src) // 3, len(src) - 10):
+        bad = tmp_path / f"cut{cut}.pt2"
+        bad.write_bytes(src[:cut])
+        cli.usage_error("inspect", bad, mentions=[f"cut{cut}.pt2"])
+        cli.usage_error("run", bad)

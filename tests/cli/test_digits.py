@@ -1,0 +1,72 @@
+"""The digits job end to end: prepare, pretrain on 0-6 in Python and export, verify, then
+fine-tune on all ten digits in C++ — through export-cli train and through finetune.cpp —
+to >= 0.95 test accuracy; and the tuned archive runs through export-cli run."""
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+
+DIGITS = ROOT / "examples" / "digits"
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    work = tmp_path_factory.mktemp("digits")
+    data = work / "data"
+    subprocess.run([sys.executable, DIGITS / "prepare.py", data], check=True)
+    pre = subprocess.run([sys.executable, DIGITS / "pretrain.py", data, work / "digits.pt2"],
+                         check=True, capture_output=True, text=True)
+    before = float(re.search(r"test accuracy, all ten digits: (\S+)", pre.stdout).group(1))
+    return work, data, before
+
+
+def test_pretrained_model_does_not_know_7_to_9(job):
+    _, _, before = job
+    assert 0.5 < before < 0.75  # 0-6 are ~70% of the test set
+
+
+def test_exported_archive_verifies(cli, job):
+    work, _, _ = job
+    assert "OK:" in cli.ok("verify", work / "digits.pt2").out
+
+
+def test_finetune_with_export_cli(cli, job):
+    work, data, before = job
+    tuned = work / "tuned.pt2"
+    r = cli.ok("train", work / "digits.pt2", "--data", data / "train.pt", "--eval-data",
+               data / "test.pt", "--epochs", "5", "--optimizer", "adam", "--lr", "0.001",
+               "--seed", "0", "--save", tuned)
+    first = float(re.search(r"before training: .*eval_accuracy (\S+)", r.out).group(1))
+    assert abs(first - before) < 1e-3  # C++ inference agrees with the Python evaluation
+    final = float(re.search(r"^final: .*eval_accuracy (\S+)", r.out, re.M).group(1))
+    assert final >= 0.95, r.out
+
+    preds = work / "pred.pt"
+    cli.ok("run", tuned, "--inputs", data / "sample.pt", "--outputs", preds)
+    labels = torch.load(str(data / "sample_labels.pt"))
+    pred = torch.load(str(preds))[0].argmax(1)
+    assert (pred == labels).float().mean().item() >= 0.9
+    r = cli.ok("verify", tuned)
+    assert "no references" in r.out
+
+
+def test_finetune_cpp_example(finetune_bin, job):
+    work, data, before = job
+    out = work / "tuned_api.pt2"
+    r = subprocess.run([finetune_bin, work / "digits.pt2", data / "train.pt", data / "test.pt",
+                        out, "5"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = float(re.search(r"before: test accuracy (\S+)", r.stdout).group(1))
+    assert abs(first - before) < 1e-3  # same count of right answers (1 sample = 0.0022)
+    accs = [float(a) for a in re.findall(r"test accuracy (\S+)", r.stdout)]
+    assert accs[-1] >= 0.95, r.stdout
+    assert out.exists()
+
+
+def test_finetune_cpp_usage(finetune_bin):
+    r = subprocess.run([finetune_bin], capture_output=True, text=True)
+    assert r.returncode == 2 and "usage: finetune" in r.stderr

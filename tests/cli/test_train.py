@@ -1,0 +1,148 @@
+"""export-cli train: the loop against the same loop in eager PyTorch, output, save, errors."""
+import copy
+import re
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import pt2rt
+from conftest import save_tensors
+
+
+@pytest.fixture()
+def mlp_data(tmp_path):
+    torch.manual_seed(5)
+    x = torch.randn(12, 16)
+    y = torch.randint(0, 10, (12,))
+    return save_tensors(tmp_path / "train.pt", (x, y)), x, y
+
+
+def eager_sgd(model, x, y, epochs, batch, lr, momentum, seed, optimizer="sgd"):
+    """What `export-cli train` does, in eager PyTorch: per-epoch randperm from one generator
+    seeded once, full batches only, cross_entropy on output 0."""
+    m = copy.deepcopy(model).train()
+    params = [p for p in m.parameters() if p.requires_grad]
+    opt = (torch.optim.SGD(params, lr=lr, momentum=momentum) if optimizer == "sgd"
+           else torch.optim.Adam(params, lr=lr))
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(epochs):
+        perm = torch.randperm(len(y), generator=gen)
+        total = 0.0
+        steps = len(y) // batch
+        for s in range(steps):
+            idx = perm[s * batch:(s + 1) * batch]
+            loss = torch.nn.functional.cross_entropy(m(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item()
+        losses.append(total / steps)
+    return m, losses
+
+
+def epoch_losses(out):
+    return [float(v) for v in re.findall(r"^epoch \d+/\d+  loss (\S+)", out, re.M)]
+
+
+@pytest.mark.parametrize("optimizer,lr,momentum", [("sgd", 0.1, 0.9), ("adam", 0.01, 0.0)])
+def test_matches_eager_training(cli, archives, mlp_data, tmp_path, optimizer, lr, momentum):
+    a = archives.get("mlp")
+    data, x, y = mlp_data
+    tuned = tmp_path / "tuned.pt2"
+    r = cli.ok("train", a.path, "--data", data, "--epochs", "3", "--lr", lr, "--optimizer",
+               optimizer, "--momentum", momentum, "--seed", "7", "--save", tuned)
+    eager, losses = eager_sgd(a.model, x, y, 3, 4, lr, momentum, 7, optimizer)
+    got = epoch_losses(r.out)
+    assert len(got) == 3
+    assert_close(torch.tensor(got), torch.tensor(losses), rtol=1e-3, atol=1e-4)
+    loaded = pt2rt.load(str(tuned))
+    for name, p in eager.named_parameters():
+        assert_close(loaded.weights[name], p.detach(), rtol=1e-4, atol=1e-5, msg=name)
+    assert f"saved {tuned}" in r.out
+
+
+def test_same_seed_same_run_other_seed_other_run(cli, archives, mlp_data):
+    a = archives.get("mlp")
+    data = mlp_data[0]
+    args = ("train", a.path, "--data", data, "--epochs", "2", "--lr", "0.05")
+    first = epoch_losses(cli.ok(*args, "--seed", "1").out)
+    again = epoch_losses(cli.ok(*args, "--seed", "1").out)
+    other = epoch_losses(cli.ok(*args, "--seed", "2").out)
+    assert first == again
+    assert first != other
+
+
+def test_eval_data_and_output_lines(cli, archives, mlp_data, tmp_path):
+    a = archives.get("mlp")
+    data = mlp_data[0]
+    r = cli.ok("train", a.path, "--data", data, "--eval-data", data, "--epochs", "2",
+               "--optimizer", "adam", "--lr", "0.01")
+    assert re.search(r"^before training: eval_loss \S+  eval_accuracy 0\.\d{4}", r.out, re.M)
+    assert len(re.findall(r"^epoch \d/2  loss \S+  eval_loss \S+  eval_accuracy \S+  \(", r.out,
+                          re.M)) == 2
+    assert "samples/s" in r.out
+    assert re.search(r"^final: train_loss \S+  eval_loss \S+  eval_accuracy \S+", r.out, re.M)
+    assert "12 samples" in r.out and "3 batches of 4" in r.out
+    # the original archive is untouched: it still verifies against its references
+    assert "OK:" in cli.ok("verify", a.path).out
+
+
+def test_eval_pads_the_last_batch(cli, archives, tmp_path):
+    """10 eval samples with a static batch of 4: accuracy over exactly the 10."""
+    a = archives.get("mlp")
+    torch.manual_seed(6)
+    x = torch.randn(10, 16)
+    m = copy.deepcopy(a.model).eval()
+    with torch.no_grad():
+        pred = m(x).argmax(1)
+    y = pred.clone()
+    y[:3] = (y[:3] + 1) % 10  # exactly 7 of 10 right
+    data = save_tensors(tmp_path / "eval.pt", (x, y))
+    r = cli.ok("train", a.path, "--data", data, "--eval-data", data, "--epochs", "0")
+    assert "before training: eval_loss" in r.out and "eval_accuracy 0.7000" in r.out
+    want = torch.nn.functional.cross_entropy(m(x), y).item()
+    got = float(re.search(r"before training: eval_loss (\S+)", r.out).group(1))
+    assert abs(got - want) < 1e-4
+
+
+def test_mse_loss(cli, archives, tmp_path):
+    a = archives.get("mlp")
+    torch.manual_seed(8)
+    data = save_tensors(tmp_path / "reg.pt", (torch.randn(8, 16), torch.randn(8, 10)))
+    r = cli.ok("train", a.path, "--data", data, "--loss", "mse", "--epochs", "3", "--lr", "0.05")
+    losses = epoch_losses(r.out)
+    assert len(losses) == 3 and losses[-1] < losses[0]
+
+
+def test_errors(cli, archives, mlp_data, tmp_path):
+    a = archives.get("mlp")
+    data, x, y = mlp_data
+    cli.usage_error("train", a.path, mentions=["--data"])
+    cli.usage_error("train", a.path, "--data", tmp_path / "none.pt", mentions=["none.pt"])
+    cli.usage_error("train", a.path, "--data", data, "--batch-size", "3",
+                    mentions=["--batch-size 3", "static batch size 4"])
+    cli.usage_error("train", a.path, "--data", data, "--optimizer", "lbfgs", mentions=["lbfgs"])
+    cli.usage_error("train", a.path, "--data", data, "--loss", "hinge", mentions=["hinge"])
+    cli.usage_error("train", a.path, "--data", data, "--lr", "-1", mentions=["--lr"])
+    three = save_tensors(tmp_path / "three.pt", (x, y, y))
+    cli.usage_error("train", a.path, "--data", three, mentions=["three.pt", "3 tensors"])
+    uneven = save_tensors(tmp_path / "uneven.pt", (x, y[:5]))
+    cli.usage_error("train", a.path, "--data", uneven, mentions=["first (sample) dimension"])
+    wide = save_tensors(tmp_path / "wide.pt", (torch.randn(8, 20), y[:8]))
+    cli.usage_error("train", a.path, "--data", wide, mentions=["input 0", "[4, 20]"])
+    few = save_tensors(tmp_path / "few.pt", (x[:3], y[:3]))
+    cli.usage_error("train", a.path, "--data", few, mentions=["fewer than one batch"])
+    bad_targets = save_tensors(tmp_path / "t2d.pt", (x, torch.zeros(12, 2, dtype=torch.long)))
+    cli.usage_error("train", a.path, "--data", bad_targets, mentions=["int64[N]"])
+    cli.usage_error("train", a.path, "--data", data, "--save", tmp_path / "no" / "dir" / "t.pt2",
+                    mentions=["t.pt2"])
+
+
+def test_inference_only_archive_cannot_train(cli, tmp_path, mlp_data):
+    import models
+    model, args = models.build("mlp")
+    path = tmp_path / "infer.pt2"
+    pt2rt.export(model, args, train=False).save(str(path))
+    cli.usage_error("train", path, "--data", mlp_data[0], mentions=["forward/backward"])
