@@ -1,6 +1,6 @@
 """Lower FX graphs (``graph_ir.DescribedGraph``) to ``program_ir.Graph``.
 
-Rules (notes/COMMON.md "Graph conventions"):
+Rules (schema/README.md "Compatibility rules", item 9):
 
 * ``call_function`` nodes on ``torch._ops.OpOverload`` become nodes referring to the op table
   (name ``aten::convolution``, overload ``""`` for FX's ``.default``).

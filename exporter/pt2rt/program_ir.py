@@ -4,7 +4,7 @@
 ``deserialize.py`` reads it back, and ``executor.py`` runs its graphs with torch ops. Writing
 then reading gives an equal object (a test checks the round trip).
 
-Conventions (shared with the C++ runtime, see notes/COMMON.md):
+Conventions (shared with the C++ runtime, see schema/README.md):
 * value ids index ``Graph.values``; a ``GraphOutput.value`` of -1 means None;
 * ``Node.outputs``: one value per returned element of the op's schema;
 * ``Argument``s follow the op's schema at export: positional ones in order, then kwarg_only
