@@ -23,7 +23,7 @@ std::string read_text_entry(const Archive& archive, const std::string& name) {
 GraphRole parse_role(const std::string& text) {
   for (GraphRole role :
        {GraphRole::Inference, GraphRole::Forward, GraphRole::Backward, GraphRole::Joint}) {
-    if (role_name(role) == text) return role;
+    if (to_string(role) == text) return role;
   }
   throw UsageError("--graph must be inference, forward or backward, got '" + text + "'");
 }
@@ -31,27 +31,24 @@ GraphRole parse_role(const std::string& text) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  cxxopts::Options options("export-cli inspect",
-                           "Show what a pt2rt archive holds: format and schema versions, "
-                           "producer, signature, weights, range constraints, bundled examples, "
-                           "and each graph's ops, inputs and outputs with descriptors.\n");
-  options.positional_help("<model.pt2>").show_positional_help();
+  cxxopts::Options options = model_options(
+      "inspect",
+      "Show what a pt2rt archive holds: format and schema versions, "
+      "producer, signature, weights, range constraints, bundled examples, "
+      "and each graph's ops, inputs and outputs with descriptors.\n",
+      "archive to inspect");
   // clang-format off
-  options.add_options("positional")
-      ("model", "archive to inspect", cxxopts::value<std::string>());
   options.add_options()
       ("json", "print the facts as one JSON object")
       ("graph", "print the nodes of one graph: inference, forward or backward",
        cxxopts::value<std::string>());
   // clang-format on
-  options.parse_positional({"model"});
-  bool help = false;
-  auto result = parse_options(options, argc, argv, &help);
-  if (help) return kExitOk;
+  const auto args = parse_model_options(options, argc, argv);
+  if (!args) return kExitOk;
+  const cxxopts::ParseResult& result = args->result;
 
   ArchiveFacts facts;
-  facts.path = require_positional(result, "model", "<model.pt2>");
-  require_file(facts.path, "model archive");
+  facts.path = args->path;
   std::optional<GraphRole> role;
   if (result.count("graph")) role = parse_role(result["graph"].as<std::string>());
 
@@ -65,12 +62,12 @@ int cmd_inspect(int argc, char** argv) {
   if (role) {
     const Graph* graph = program->graph(*role);
     if (graph == nullptr) {
-      throw UsageError(facts.path + " has no " + role_name(*role) + " graph");
+      throw UsageError(facts.path + " has no " + to_string(*role) + " graph");
     }
     if (result.count("json")) {
       auto j = summary_json(facts, *program);
       for (auto& g : j["graphs"]) {
-        if (g["role"] != role_name(*role)) continue;
+        if (g["role"] != to_string(*role)) continue;
         g["nodes"] = node_lines(*program, *graph);
         std::cout << g.dump(2) << "\n";
         break;

@@ -19,14 +19,13 @@
 namespace pt2rt::cli {
 
 int cmd_run(int argc, char** argv) {
-  cxxopts::Options options("export-cli run",
-                           "Run a pt2rt archive once and print a summary of the outputs.\n"
-                           "Default: eval mode (inference graph). --train: training forward "
-                           "and backward (grad outputs from --grad-outputs, else ones).\n");
-  options.positional_help("<model.pt2>").show_positional_help();
+  cxxopts::Options options = model_options(
+      "run",
+      "Run a pt2rt archive once and print a summary of the outputs.\n"
+      "Default: eval mode (inference graph). --train: training forward "
+      "and backward (grad outputs from --grad-outputs, else ones).\n",
+      "archive to run");
   // clang-format off
-  options.add_options("positional")
-      ("model", "archive to run", cxxopts::value<std::string>());
   options.add_options()
       ("inputs", "torch.save file with a tuple/list of input tensors (default: the bundled "
                  "example)", cxxopts::value<std::string>())
@@ -40,13 +39,10 @@ int cmd_run(int argc, char** argv) {
       ("buffers", "write a dict FQN -> buffer value after the call here",
        cxxopts::value<std::string>());
   // clang-format on
-  options.parse_positional({"model"});
-  bool help = false;
-  auto result = parse_options(options, argc, argv, &help);
-  if (help) return kExitOk;
-
-  const std::string path = require_positional(result, "model", "<model.pt2>");
-  require_file(path, "model archive");
+  const auto args = parse_model_options(options, argc, argv);
+  if (!args) return kExitOk;
+  const cxxopts::ParseResult& result = args->result;
+  const std::string& path = args->path;
   const c10::Device device = parse_device(result["device"].as<std::string>());
   const bool train = result.count("train") > 0;
   if (!train && (result.count("grad-outputs") || result.count("grads"))) {

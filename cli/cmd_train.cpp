@@ -117,14 +117,12 @@ std::string eval_string(const EvalResult& r) {
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
-  cxxopts::Options options(
-      "export-cli train",
+  cxxopts::Options options = model_options(
+      "train",
       "Fine-tune a pt2rt archive in C++: torch::optim over the model's parameters, the "
-      "archive's forward and backward graphs, and an atomic --save of the new weights.\n");
-  options.positional_help("<model.pt2>").show_positional_help();
+      "archive's forward and backward graphs, and an atomic --save of the new weights.\n",
+      "archive to train");
   // clang-format off
-  options.add_options("positional")
-      ("model", "archive to train", cxxopts::value<std::string>());
   options.add_options()
       ("data", "torch.save file with (inputs, targets)", cxxopts::value<std::string>())
       ("eval-data", "torch.save file with (inputs, targets) to evaluate on before training "
@@ -142,13 +140,10 @@ int cmd_train(int argc, char** argv) {
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
       ("save", "write the fine-tuned archive here (atomically)", cxxopts::value<std::string>());
   // clang-format on
-  options.parse_positional({"model"});
-  bool help = false;
-  auto result = parse_options(options, argc, argv, &help);
-  if (help) return kExitOk;
-
-  const std::string path = require_positional(result, "model", "<model.pt2>");
-  require_file(path, "model archive");
+  const auto args = parse_model_options(options, argc, argv);
+  if (!args) return kExitOk;
+  const cxxopts::ParseResult& result = args->result;
+  const std::string& path = args->path;
   if (!result.count("data")) throw UsageError("missing --data train.pt (see --help)");
   Settings s;
   s.loss = result["loss"].as<std::string>();

@@ -133,25 +133,20 @@ Comparison check_signature(const at::Tensor& t, const TensorMeta* meta, const Pr
 }  // namespace
 
 int cmd_verify(int argc, char** argv) {
-  cxxopts::Options options(
-      "export-cli verify",
+  cxxopts::Options options = model_options(
+      "verify",
       "Run every bundled example through inference and training forward+backward and compare "
       "outputs, gradients and buffers with the eager references recorded at export "
-      "(torch.testing.assert_close default tolerances). Exit 1 on any mismatch.\n");
-  options.positional_help("<model.pt2>").show_positional_help();
+      "(torch.testing.assert_close default tolerances). Exit 1 on any mismatch.\n",
+      "archive to verify");
   // clang-format off
-  options.add_options("positional")
-      ("model", "archive to verify", cxxopts::value<std::string>());
   options.add_options()
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"));
   // clang-format on
-  options.parse_positional({"model"});
-  bool help = false;
-  auto result = parse_options(options, argc, argv, &help);
-  if (help) return kExitOk;
-
-  const std::string path = require_positional(result, "model", "<model.pt2>");
-  require_file(path, "model archive");
+  const auto args = parse_model_options(options, argc, argv);
+  if (!args) return kExitOk;
+  const cxxopts::ParseResult& result = args->result;
+  const std::string& path = args->path;
   const c10::Device device = parse_device(result["device"].as<std::string>());
   Model model = Model::load(path, device);
   const Program& program = model.program();

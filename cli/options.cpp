@@ -21,4 +21,22 @@ std::string require_positional(const cxxopts::ParseResult& result, const std::st
   return result[name].as<std::string>();
 }
 
+cxxopts::Options model_options(const std::string& command, const std::string& description,
+                               const std::string& model_help) {
+  cxxopts::Options options("export-cli " + command, description);
+  options.positional_help("<model.pt2>").show_positional_help();
+  options.add_options("positional")("model", model_help, cxxopts::value<std::string>());
+  options.parse_positional({"model"});
+  return options;
+}
+
+std::optional<ModelArgs> parse_model_options(cxxopts::Options& options, int argc, char** argv) {
+  bool help = false;
+  ModelArgs args{parse_options(options, argc, argv, &help), {}};
+  if (help) return std::nullopt;
+  args.path = require_positional(args.result, "model", "<model.pt2>");
+  require_file(args.path, "model archive");
+  return args;
+}
+
 }  // namespace pt2rt::cli

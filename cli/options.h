@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cxxopts.hpp>
+#include <optional>
 #include <string>
 
 #include "cli.h"
@@ -20,5 +21,25 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
 /// The value of positional option `name`, or UsageError "missing <what>".
 std::string require_positional(const cxxopts::ParseResult& result, const std::string& name,
                                const std::string& what);
+
+/// The options of a subcommand whose one positional argument is a `<model.pt2>` archive
+/// (inspect, run, verify, train): program name "export-cli <command>", usage line
+/// "... <model.pt2>", and the positional option "model" described by `model_help`. The caller
+/// adds its own options, then calls parse_model_options.
+cxxopts::Options model_options(const std::string& command, const std::string& description,
+                               const std::string& model_help);
+
+/// A parsed model subcommand command line: the options and the checked archive path.
+struct ModelArgs {
+  cxxopts::ParseResult result;
+  std::string path;  ///< the <model.pt2> argument, a regular file
+};
+
+/// parse_options on options made by model_options, then the <model.pt2> argument checked by
+/// require_file ("model archive"). std::nullopt when --help was shown (the caller then returns
+/// kExitOk).
+/// @throws UsageError when <model.pt2> is missing or not a regular file;
+///         cxxopts::exceptions::exception on unknown options or bad values.
+std::optional<ModelArgs> parse_model_options(cxxopts::Options& options, int argc, char** argv);
 
 }  // namespace pt2rt::cli

@@ -175,33 +175,17 @@ ordered_json user_values_json(const std::vector<UserValue>& values, const Progra
   return out;
 }
 
-const char* weight_kind_name(WeightKind kind) {
-  switch (kind) {
-    case WeightKind::Parameter:
-      return "parameter";
-    case WeightKind::Buffer:
-      return "buffer";
-    case WeightKind::Constant:
-      return "constant";
-  }
-  return "?";
+/// The fields of an index-carrying descriptor (Plain, Saved, tokens, ...): "idx", plus "attr"
+/// and "base" for the kinds that wrap a base descriptor (has_base).
+template <typename Descriptor>
+void add_index_fields(ordered_json& j, const Descriptor& d) {
+  j["idx"] = d.idx;
+  if (!has_base(d.kind)) return;
+  if (!d.attr.empty()) j["attr"] = d.attr;
+  if (d.base) j["base"] = descriptor_json(*d.base);
 }
 
 }  // namespace
-
-std::string role_name(GraphRole role) {
-  switch (role) {
-    case GraphRole::Inference:
-      return "inference";
-    case GraphRole::Forward:
-      return "forward";
-    case GraphRole::Backward:
-      return "backward";
-    case GraphRole::Joint:
-      return "joint";
-  }
-  return "?";
-}
 
 ordered_json descriptor_json(const InputDescriptor& d) {
   ordered_json j = {{"kind", to_string(d.kind)}};
@@ -214,17 +198,8 @@ ordered_json descriptor_json(const InputDescriptor& d) {
     case InputKind::Tangent:
       if (d.output) j["output"] = descriptor_json(*d.output);
       break;
-    case InputKind::SubclassGetAttr:
-    case InputKind::SubclassSize:
-    case InputKind::SubclassStride:
-    case InputKind::ViewBase:
-    case InputKind::SyntheticBase:
-      j["idx"] = d.idx;
-      if (!d.attr.empty()) j["attr"] = d.attr;
-      if (d.base) j["base"] = descriptor_json(*d.base);
-      break;
     default:
-      j["idx"] = d.idx;
+      add_index_fields(j, d);
       break;
   }
   j["repr"] = d.to_string();
@@ -238,16 +213,8 @@ ordered_json descriptor_json(const OutputDescriptor& d) {
     case OutputKind::InputMutation:
       if (d.of) j["of"] = descriptor_json(*d.of);
       break;
-    case OutputKind::IntermediateBase:
-    case OutputKind::SubclassGetAttr:
-    case OutputKind::SubclassSize:
-    case OutputKind::SubclassStride:
-      j["idx"] = d.idx;
-      if (!d.attr.empty()) j["attr"] = d.attr;
-      if (d.base) j["base"] = descriptor_json(*d.base);
-      break;
     default:
-      j["idx"] = d.idx;
+      add_index_fields(j, d);
       break;
   }
   j["repr"] = d.to_string();
@@ -300,7 +267,7 @@ void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& 
   }
   out << "\n";
   for (const auto& graph : program.graphs) {
-    out << "\ngraph " << role_name(graph.role) << ": " << graph.nodes.size() << " nodes, "
+    out << "\ngraph " << to_string(graph.role) << ": " << graph.nodes.size() << " nodes, "
         << graph.inputs.size() << " inputs, " << graph.outputs.size() << " outputs\n  ops:";
     const char* sep = " ";
     for (const auto& [op, n] : op_histogram(program, graph)) {
@@ -344,7 +311,7 @@ std::vector<std::string> node_lines(const Program& program, const Graph& graph) 
 }
 
 void print_graph(std::ostream& out, const Program& program, const Graph& graph) {
-  out << "graph " << role_name(graph.role) << "(";
+  out << "graph " << to_string(graph.role) << "(";
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     const auto& in = graph.inputs[i];
     out << "\n    %" << value_name(graph, in.value) << ": " << value_type(program, graph, in.value)
@@ -385,7 +352,7 @@ ordered_json summary_json(const ArchiveFacts& facts, const Program& program) {
   j["signature"] = sig;
   ordered_json graphs = ordered_json::array();
   for (const auto& graph : program.graphs) {
-    ordered_json g = {{"role", role_name(graph.role)}, {"num_nodes", graph.nodes.size()}};
+    ordered_json g = {{"role", to_string(graph.role)}, {"num_nodes", graph.nodes.size()}};
     ordered_json hist = ordered_json::object();
     for (const auto& [op, n] : op_histogram(program, graph)) hist[op] = n;
     g["op_histogram"] = hist;
@@ -409,7 +376,7 @@ ordered_json summary_json(const ArchiveFacts& facts, const Program& program) {
   ordered_json weights = ordered_json::array();
   for (const auto& w : program.weights) {
     weights.push_back({{"fqn", w.fqn},
-                       {"kind", weight_kind_name(w.kind)},
+                       {"kind", to_string(w.kind)},
                        {"dtype", dtype_name(w.dtype)},
                        {"shape", w.sizes},
                        {"requires_grad", w.requires_grad},

@@ -37,7 +37,4 @@ nlohmann::ordered_json summary_json(const ArchiveFacts& facts, const Program& pr
 nlohmann::ordered_json descriptor_json(const InputDescriptor& d);
 nlohmann::ordered_json descriptor_json(const OutputDescriptor& d);
 
-/// "inference" / "forward" / "backward" / "joint"; nullptr-free inverse for --graph.
-std::string role_name(GraphRole role);
-
 }  // namespace pt2rt::cli

@@ -70,6 +70,44 @@ const char* to_string(OutputKind kind) {
   return "<invalid OutputKind>";
 }
 
+bool has_base(InputKind kind) {
+  switch (kind) {
+    case InputKind::SubclassGetAttr:
+    case InputKind::SubclassSize:
+    case InputKind::SubclassStride:
+    case InputKind::ViewBase:
+    case InputKind::SyntheticBase:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool has_base(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::IntermediateBase:
+    case OutputKind::SubclassGetAttr:
+    case OutputKind::SubclassSize:
+    case OutputKind::SubclassStride:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* to_string(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::Tensor: return "Tensor";
+    case ValueKind::SymInt: return "SymInt";
+    case ValueKind::SymFloat: return "SymFloat";
+    case ValueKind::SymBool: return "SymBool";
+    case ValueKind::None: return "None";
+    case ValueKind::TensorList: return "TensorList";
+    case ValueKind::OptionalTensorList: return "OptionalTensorList";
+  }
+  return "<invalid ValueKind>";
+}
+
 const char* to_string(GraphRole role) {
   switch (role) {
     case GraphRole::Inference: return "inference";

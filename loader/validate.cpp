@@ -63,19 +63,6 @@ bool can_require_grad(c10::ScalarType t) {
   return c10::isFloatingType(t) || c10::isComplexType(t);
 }
 
-const char* kind_name(ValueKind k) {
-  switch (k) {
-    case ValueKind::Tensor: return "Tensor";
-    case ValueKind::SymInt: return "SymInt";
-    case ValueKind::SymFloat: return "SymFloat";
-    case ValueKind::SymBool: return "SymBool";
-    case ValueKind::None: return "None";
-    case ValueKind::TensorList: return "TensorList";
-    case ValueKind::OptionalTensorList: return "OptionalTensorList";
-  }
-  return "?";
-}
-
 class Validator {
  public:
   explicit Validator(const Program& p) : p_(p) {}
@@ -202,7 +189,7 @@ class Validator {
   void check_value(const Value& v, size_t id) {
     const std::string what = "value " + std::to_string(id) + " '" + v.name + "'";
     if (v.meta) {
-      if (v.kind != ValueKind::Tensor) fail(what + " of kind " + kind_name(v.kind) + " has tensor meta");
+      if (v.kind != ValueKind::Tensor) fail(what + " of kind " + to_string(v.kind) + " has tensor meta");
       const TensorMeta& m = *v.meta;
       check_dims(m.sizes, what + " sizes");
       check_dims(m.strides, what + " strides");
@@ -242,7 +229,7 @@ class Validator {
     for (ValueKind k : kinds) ok = ok || v.kind == k;
     if (!ok) {
       fail(what + " refers to value " + std::to_string(id) + " '" + v.name + "' of kind " +
-           kind_name(v.kind) + ", expected " + kind_name(*kinds.begin()));
+           to_string(v.kind) + ", expected " + to_string(*kinds.begin()));
     }
     return v;
   }
@@ -312,15 +299,12 @@ class Validator {
         if (!d.output) fail(what + " " + d.to_string() + " does not say which output it belongs to");
         check_output_descriptor(*d.output, what + " (tangent's output)");
         break;
-      case InputKind::SubclassGetAttr:
-      case InputKind::SubclassSize:
-      case InputKind::SubclassStride:
-      case InputKind::ViewBase:
-      case InputKind::SyntheticBase:
-        if (!d.base) fail(what + " " + d.to_string() + " has no base");
-        check_input_descriptor(*d.base, what + " (base)");
+      default:
+        if (has_base(d.kind)) {
+          if (!d.base) fail(what + " " + d.to_string() + " has no base");
+          check_input_descriptor(*d.base, what + " (base)");
+        }
         break;
-      default: break;
     }
     if (d.idx < 0) fail(what + " " + d.to_string() + " has a negative index");
   }
@@ -347,14 +331,12 @@ class Validator {
         if (!d.of) fail(what + " " + d.to_string() + " does not say which input it mutates");
         check_input_descriptor(*d.of, what + " (mutated_input)");
         break;
-      case OutputKind::IntermediateBase:
-      case OutputKind::SubclassGetAttr:
-      case OutputKind::SubclassSize:
-      case OutputKind::SubclassStride:
-        if (!d.base) fail(what + " " + d.to_string() + " has no base");
-        check_output_descriptor(*d.base, what + " (base)");
+      default:
+        if (has_base(d.kind)) {
+          if (!d.base) fail(what + " " + d.to_string() + " has no base");
+          check_output_descriptor(*d.base, what + " (base)");
+        }
         break;
-      default: break;
     }
     if (d.idx < 0) fail(what + " " + d.to_string() + " has a negative index");
   }
@@ -494,8 +476,8 @@ class Validator {
         }
         const ValueKind k = bwd->values[in.value].kind;
         if (k != it->second) {
-          fail(what + " is a " + kind_name(k) + ", but graph 'forward' saves a " +
-               kind_name(it->second));
+          fail(what + " is a " + to_string(k) + ", but graph 'forward' saves a " +
+               to_string(it->second));
         }
       } else if (in.descriptor.kind == InputKind::Tangent) {
         bool found = false;

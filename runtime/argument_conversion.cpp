@@ -26,19 +26,6 @@ const char* argument_kind_name(const ArgumentValue& v) {
   return names[v.index()];
 }
 
-const char* value_kind_name(ValueKind k) {
-  switch (k) {
-    case ValueKind::Tensor: return "Tensor";
-    case ValueKind::SymInt: return "SymInt";
-    case ValueKind::SymFloat: return "SymFloat";
-    case ValueKind::SymBool: return "SymBool";
-    case ValueKind::None: return "None";
-    case ValueKind::TensorList: return "TensorList";
-    case ValueKind::OptionalTensorList: return "OptionalTensorList";
-  }
-  return "?";
-}
-
 TypeKind normalized(const TypePtr& t) {
   TypeKind k = t->kind();
   if (k == TypeKind::SymIntType) return TypeKind::IntType;
@@ -107,7 +94,7 @@ class Converter {
     ValueKind got = values[id].kind;
     if (got != expected) {
       fail("value " + std::to_string(id) + " ('" + values[id].name + "') is a " +
-           value_kind_name(got) + ", expected a " + value_kind_name(expected));
+           to_string(got) + ", expected a " + to_string(expected));
     }
   }
 

@@ -30,6 +30,15 @@ from .version import __version__
 ensure_bindings()
 _FB = "pt2rt.fb."
 _SCALAR_KINDS = {bool: 2, int: 0, float: 1, complex: 3}  # schema ScalarKind
+# Argument kinds whose union table holds the argument as is, in its field ``Value``.
+_VALUE_ARGS = frozenset({
+    ArgKind.TensorRef, ArgKind.TensorListRef, ArgKind.SymIntRef, ArgKind.SymFloatRef,
+    ArgKind.SymBoolRef, ArgKind.IntArg, ArgKind.FloatArg, ArgKind.BoolArg,
+    ArgKind.ScalarTypeArg, ArgKind.LayoutArg, ArgKind.MemoryFormatArg})
+# Argument kinds whose union table holds a vector ``Values``, with its element type.
+_LIST_ARGS = {
+    ArgKind.TensorListArg: "uint32", ArgKind.OptionalTensorListArg: "int32",
+    ArgKind.IntListArg: "int64", ArgKind.FloatListArg: "double", ArgKind.BoolListArg: "bool"}
 
 
 def _fb(name: str):
@@ -116,29 +125,14 @@ class _Writer:
         k, v = a.kind, a.value
         if k is ArgKind.NoneArg:
             inner = self.table("NoneArg")
-        elif k in (ArgKind.TensorRef, ArgKind.TensorListRef, ArgKind.SymIntRef,
-                   ArgKind.SymFloatRef, ArgKind.SymBoolRef):
+        elif k in _VALUE_ARGS:
             inner = self.table(k.name, Value=v)
-        elif k is ArgKind.TensorListArg:
-            inner = self.table(k.name, Values=self.scalars(v, "uint32"))
-        elif k is ArgKind.OptionalTensorListArg:
-            inner = self.table(k.name, Values=self.scalars(v, "int32"))
-        elif k is ArgKind.IntArg:
-            inner = self.table(k.name, Value=v)
-        elif k is ArgKind.IntListArg:
-            inner = self.table(k.name, Values=self.scalars(v, "int64"))
+        elif k in _LIST_ARGS:
+            inner = self.table(k.name, Values=self.scalars(v, _LIST_ARGS[k]))
         elif k is ArgKind.SymIntListArg:
             vals, refs = v
             inner = self.table(k.name, Values=self.scalars(vals, "int64"),
                                IsRef=self.scalars(refs, "bool"))
-        elif k is ArgKind.FloatArg:
-            inner = self.table(k.name, Value=v)
-        elif k is ArgKind.FloatListArg:
-            inner = self.table(k.name, Values=self.scalars(v, "double"))
-        elif k is ArgKind.BoolArg:
-            inner = self.table(k.name, Value=v)
-        elif k is ArgKind.BoolListArg:
-            inner = self.table(k.name, Values=self.scalars(v, "bool"))
         elif k is ArgKind.StringArg:
             inner = self.table(k.name, Value=self.string(v))
         elif k is ArgKind.ScalarArg:
@@ -148,8 +142,6 @@ class _Writer:
                 FloatValue=float(v.real if sk == 3 else v) if sk in (1, 3) else None,
                 BoolValue=bool(v) if sk == 2 else None,
                 ImagValue=float(v.imag) if sk == 3 else None)
-        elif k in (ArgKind.ScalarTypeArg, ArgKind.LayoutArg, ArgKind.MemoryFormatArg):
-            inner = self.table(k.name, Value=v)
         elif k is ArgKind.DeviceArg:
             inner = self.table(k.name, Value=self.device(v))
         else:  # pragma: no cover - ArgKind is closed

@@ -70,6 +70,8 @@ enum class ValueKind : uint8_t {
   Tensor = 0, SymInt = 1, SymFloat = 2, SymBool = 3, None = 4, TensorList = 5,
   OptionalTensorList = 6
 };
+/// "Tensor", "SymInt", "SymFloat", "SymBool", "None", "TensorList", "OptionalTensorList".
+const char* to_string(ValueKind kind);
 
 struct TensorMeta {
   c10::ScalarType dtype = c10::ScalarType::Float;
@@ -196,6 +198,12 @@ struct OutputDescriptor {
 
 const char* to_string(InputKind kind);
 const char* to_string(OutputKind kind);
+
+/// True for the kinds whose descriptor wraps another one in `base` (AOTAutograd's subclass and
+/// view-base descriptors): inputs SubclassGetAttr, SubclassSize, SubclassStride, ViewBase,
+/// SyntheticBase; outputs IntermediateBase, SubclassGetAttr, SubclassSize, SubclassStride.
+bool has_base(InputKind kind);
+bool has_base(OutputKind kind);
 
 struct GraphInput {
   ValueId value = 0;
