@@ -1,5 +1,5 @@
 // tests/cpp/loader/test_archive.cpp — Archive: opening checks, reads, bad archives.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <sys/stat.h>
 
@@ -14,7 +14,7 @@
 
 using namespace pt2rt;
 using namespace pt2rt::test;
-using Catch::Matchers::Contains;
+using pt2rt::test::Contains;
 
 namespace {
 

@@ -1,6 +1,6 @@
 // tests/cpp/loader/test_program.cpp — decode_program: round trip, descriptors, and the
 // table of bad programs (one mutation of the fixture each).
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <functional>
 
@@ -11,7 +11,8 @@
 
 using namespace pt2rt;
 using namespace pt2rt::test;
-using Catch::Matchers::Contains;
+using pt2rt::test::Contains;
+using pt2rt::test::register_test_case;
 
 namespace {
 
@@ -318,19 +319,11 @@ void run_bad_program(const BadProgram& c) {
   }
 }
 
-struct BadProgramTest : Catch::ITestInvoker {
-  explicit BadProgramTest(size_t i) : index(i) {}
-  void invoke() const override { run_bad_program(bad_programs()[index]); }
-  size_t index;
-};
-
-// Registers one test case per row at static-initialization time (Catch2 v2's AutoReg).
+// One test case per row, registered at static-initialization time.
 const bool registered = [] {
   for (size_t i = 0; i < bad_programs().size(); ++i) {
-    static std::vector<std::unique_ptr<Catch::AutoReg>> regs;
-    regs.push_back(std::make_unique<Catch::AutoReg>(
-        new BadProgramTest(i), CATCH_INTERNAL_LINEINFO, Catch::StringRef(),
-        Catch::NameAndTags{bad_programs()[i].name, "[loader][bad-input]"}));
+    register_test_case(bad_programs()[i].name, "[loader][bad-input]",
+                       [](size_t row) { run_bad_program(bad_programs()[row]); }, i);
   }
   return true;
 }();

@@ -1,5 +1,5 @@
 // tests/cpp/loader/test_weights.cpp — load_weights: values, layout, and bad weight entries.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <ATen/ATen.h>
 
@@ -11,7 +11,7 @@
 
 using namespace pt2rt;
 using namespace pt2rt::test;
-using Catch::Matchers::Contains;
+using pt2rt::test::Contains;
 
 namespace {
 

@@ -1,8 +1,9 @@
 // tests/cpp/loader/test_writer.cpp — archive writer: alignment, copies, atomic saves,
 // dropping example references, save_weights round trip.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "fixture.h"
 #include "pt2rt/archive.h"
@@ -14,7 +15,7 @@
 
 using namespace pt2rt;
 using namespace pt2rt::test;
-using Catch::Matchers::Contains;
+using pt2rt::test::Contains;
 
 namespace {
 

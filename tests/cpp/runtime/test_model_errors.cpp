@@ -1,7 +1,7 @@
 // Runtime errors and queries on exported archives: InputError wording, unknown ops and
 // argument-kind mismatches in a real program, descriptors queries, device placement.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include "assert_close.h"
 #include "fixtures.h"
@@ -15,7 +15,7 @@
 
 using namespace pt2rt;
 using namespace pt2rt::test;
-using Catch::Matchers::Contains;
+using pt2rt::test::Contains;
 
 namespace {
 

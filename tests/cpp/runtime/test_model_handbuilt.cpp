@@ -6,7 +6,7 @@
 //   forward:   y = x * w, k = argmax(y), count <- count + 1, Saved(0) = x
 //   backward:  Grad(w) = tangent(y) * Saved(0)
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <torch/csrc/autograd/autograd.h>
 
 #include "program_builder.h"
@@ -16,7 +16,7 @@
 
 using namespace pt2rt;
 using namespace pt2rt::test;
-using Catch::Matchers::Contains;
+using pt2rt::test::Contains;
 
 namespace {
 

@@ -5,7 +5,7 @@
 // PT2RT_TEST_DEVICE=cuda (or cuda:1, ...) runs the models on that device instead of the CPU
 // (inputs moved there; results compared on the CPU).
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cstdio>
 #include <cstdlib>

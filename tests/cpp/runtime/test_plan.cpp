@@ -1,7 +1,7 @@
 // Execution plans on hand-built programs: op resolution, argument conversion against the
 // runtime schema, native ops, liveness, ExecutionError.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include "op_resolution.h"
 #include "plan.h"
@@ -10,7 +10,7 @@
 
 using namespace pt2rt;
 using namespace pt2rt::test;
-using Catch::Matchers::Contains;
+using pt2rt::test::Contains;
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Concurrent inference on one Model: 8 threads × 50 calls give outputs identical to one
 // thread's (the plans are immutable; per-call state lives in a frame).
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <atomic>
 #include <thread>

@@ -2,7 +2,7 @@
 // the same 10 steps in eager PyTorch from the same initial weights on the same batches.
 // Every step's loss within rtol 1e-4; final parameters and buffers within 1e-4.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <torch/optim/sgd.h>
 
 #include <cmath>
