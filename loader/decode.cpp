@@ -334,7 +334,7 @@ class Converter {
   OutputDescriptor output_descriptor(const fbs::OutputDescriptor& d) {
     OutputDescriptor out;
     const int kind = static_cast<int>(d.kind());
-    if (kind > static_cast<int>(fbs::OutputKind::Dummy)) {
+    if (kind > static_cast<int>(fbs::OutputKind::SavedNoVcCheck)) {
       bad("unknown output descriptor kind " + std::to_string(kind));
     }
     out.kind = static_cast<OutputKind>(kind);

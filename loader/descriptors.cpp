@@ -66,6 +66,8 @@ const char* to_string(OutputKind kind) {
     case OutputKind::SubclassSize: return "SubclassSize";
     case OutputKind::SubclassStride: return "SubclassStride";
     case OutputKind::Dummy: return "Dummy";
+    case OutputKind::MetadataMutation: return "MetadataMutation";
+    case OutputKind::SavedNoVcCheck: return "SavedNoVcCheck";
   }
   return "<invalid OutputKind>";
 }
@@ -179,6 +181,8 @@ std::string OutputDescriptor::to_string() const {
     case OutputKind::SubclassStride:
       return "SubclassStrideAOTOutput(base=" + nested(base) + ", idx=" + i + ")";
     case OutputKind::Dummy: return "DummyAOTOutput(idx=" + i + ")";
+    case OutputKind::MetadataMutation: return "MetadataMutationAOTOutput(idx=" + i + ")";
+    case OutputKind::SavedNoVcCheck: return "SavedForBackwardsNoVcCheckAOTOutput(idx=" + i + ")";
   }
   return "InvalidAOTOutput(kind=" + std::to_string(static_cast<int>(kind)) + ")";
 }

@@ -62,7 +62,7 @@ class ExportedArchive:
         from .dtypes import element_size, to_dtype
         stats = {"count": 0, "bytes": 0, "activation_count": 0, "activation_bytes": 0}
         for go in fwd.outputs:
-            if go.descriptor.kind is not OutputKind.Saved:
+            if not go.descriptor.is_saved():
                 continue
             meta = fwd.values[go.value].meta
             numel = 1
@@ -100,7 +100,8 @@ class ExportedArchive:
 
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
            train: bool = True, inference: bool = True, partitioner: str = "default",
-           bundle_examples: bool = True) -> ExportedArchive:
+           bundle_examples: bool = True, decompositions: Optional[Dict] = None
+           ) -> ExportedArchive:
     """Captures ``model`` on the example inputs and builds the archive contents.
 
     Args:
@@ -114,6 +115,13 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
         partitioner: "default" or "min_cut" (functorch's default_partition /
             min_cut_rematerialization_partition).
         bundle_examples: store the inputs and eager references (program.fb ``examples``).
+        decompositions: extra decompositions applied while tracing, a dict from ATen op
+            (``torch.ops.aten.<op>.<overload>``, or a packet for all overloads) to a Python
+            function, e.g. ``torch._decomp.get_decompositions([torch.ops.aten.addmm])``. Passed
+            to ``make_fx(decomposition_table=...)`` on torch 1.13 and to
+            ``aot_export_joint_with_descriptors(decompositions=...)`` on torch >= 2.9; they
+            replace the op by what the function traces (ops on the proxy tensors), in every
+            exported graph (on 1.13 the backward is what autograd derives from the original op).
 
     Raises:
         ExportTypeError: not a Module, non-tensor inputs.
@@ -125,7 +133,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     from .serialize import build_program, write_program
 
     captured = capture(model, args, kwargs, train=train, inference=inference,
-                       partitioner=partitioner)
+                       partitioner=partitioner, decompositions=decompositions)
     examples = []
     if bundle_examples:
         examples.append(eager_example(model, captured.weights, captured.signature,

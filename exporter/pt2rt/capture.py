@@ -1,17 +1,22 @@
 """The capture seam: validate ``export``'s arguments, collect weights, pick a capture backend.
 
 A backend turns (model, weights, signature, example inputs) into the intermediate form of
-``graph_ir``: a joint ``CapturedJoint`` and an inference ``DescribedGraph``. Today there is one,
-``capture_torch1`` (torch 1.13: make_fx + functionalize). A torch >= 2.9 backend built on
-``torch._functorch.aot_autograd.aot_export_joint_with_descriptors`` slots in by providing the
-same two functions and ``CAPTURE_NAME``; ``select_backend`` chooses by torch version, and the
-partitioner and serializer stay unchanged.
+``graph_ir``: a joint ``CapturedJoint`` and an inference ``DescribedGraph``. Two exist, chosen
+by ``select_backend`` from what the running torch provides:
+
+* ``capture_torch1`` (torch 1.13): ``make_fx`` + ``functionalize``; descriptors assigned by the
+  capture itself (it builds the joint function, so it knows what each input is);
+* ``capture_torch2`` (torch >= 2.9): ``aot_export_joint_with_descriptors``; descriptors taken
+  from AOTAutograd's ``meta['desc']``.
+
+Each provides ``capture_joint``, ``capture_inference`` (both taking ``decompositions=``) and
+``CAPTURE_NAME``; the partitioner, lowering and serializer are shared.
 """
 from __future__ import annotations
 
 import inspect
 import types
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -24,14 +29,52 @@ from .partition import PARTITIONERS, partition
 
 
 def select_backend() -> types.ModuleType:
-    """The capture module for the running torch (only torch 1.x is implemented)."""
+    """The capture module for the running torch: ``capture_torch2`` where
+    ``torch._functorch.aot_autograd.aot_export_joint_with_descriptors`` exists (torch >= 2.9),
+    ``capture_torch1`` on torch 1.x.
+
+    Raises:
+        ExportError: torch 2.0 - 2.8 (neither path applies).
+    """
     major = int(torch.__version__.split(".")[0])
     if major < 2:
         from . import capture_torch1
         return capture_torch1
-    raise ExportError(f"pt2rt.export: torch {torch.__version__} is not supported yet; the "
-                      "capture path for torch >= 2.9 (aot_export_joint_with_descriptors) plugs "
-                      "in at pt2rt.capture.select_backend")
+    from torch._functorch import aot_autograd
+    if hasattr(aot_autograd, "aot_export_joint_with_descriptors"):
+        from . import capture_torch2
+        return capture_torch2
+    raise ExportError(f"pt2rt.export: torch {torch.__version__} is not supported: the torch 2 "
+                      "capture needs torch >= 2.9 (aot_export_joint_with_descriptors); "
+                      "torch 1.13 uses make_fx")
+
+
+def check_decompositions(decompositions: Any) -> Optional[Dict[Any, Callable]]:
+    """``decompositions=``: None, or a dict from ATen op (``torch._ops.OpOverload``, or an
+    ``OpOverloadPacket`` standing for all its overloads) to a callable, as
+    ``torch._decomp.get_decompositions`` returns it.
+
+    Raises:
+        ExportTypeError: anything else, naming the offending entry.
+    """
+    if decompositions is None:
+        return None
+    if not isinstance(decompositions, dict):
+        raise ExportTypeError(f"pt2rt.export: decompositions must be a dict from ATen op to "
+                              f"callable, got {type(decompositions).__name__}")
+    table: Dict[Any, Callable] = {}
+    for op, fn in decompositions.items():
+        if not callable(fn):
+            raise ExportTypeError(f"pt2rt.export: decompositions[{op}] is not callable")
+        if isinstance(op, torch._ops.OpOverloadPacket):
+            for name in op.overloads():
+                table[getattr(op, name)] = fn
+        elif isinstance(op, torch._ops.OpOverload):
+            table[op] = fn
+        else:
+            raise ExportTypeError(f"pt2rt.export: decompositions key {op!r} is not an ATen op "
+                                  "(torch.ops.aten.<name>.<overload>)")
+    return table
 
 
 def collect_weights(model: torch.nn.Module) -> List[WeightSpec]:
@@ -95,7 +138,7 @@ def _positional_name(sig: inspect.Signature, i: int) -> str:
 
 def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
             train: bool = True, inference: bool = True,
-            partitioner: str = "default") -> CapturedProgram:
+            partitioner: str = "default", decompositions: Any = None) -> CapturedProgram:
     """Validates the arguments and captures the inference graph (if ``inference``) and the
     forward/backward graphs (if ``train``) of ``model``.
 
@@ -121,6 +164,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
         raise ExportError(f"pt2rt.export: unknown partitioner {partitioner!r}; expected one of "
                           f"{', '.join(PARTITIONERS)}")
 
+    table = check_decompositions(decompositions)
     sig, flat = make_signature(model, tuple(args), kwargs)
     weights = collect_weights(model)
     backend = select_backend()
@@ -128,9 +172,11 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     graphs = []
     with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
         if inference:
-            graphs.append(backend.capture_inference(model, weights, sig, flat, constants))
+            graphs.append(backend.capture_inference(model, weights, sig, flat, constants,
+                                                    decompositions=table))
         if train:
-            joint = backend.capture_joint(model, weights, sig, flat, constants)
+            joint = backend.capture_joint(model, weights, sig, flat, constants,
+                                          decompositions=table)
             graphs.extend(partition(joint, partitioner))
         program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
                                   signature=sig, capture=backend.CAPTURE_NAME,
@@ -154,10 +200,11 @@ def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) 
     fwd, bwd = program.graph(GraphRole.Forward), program.graph(GraphRole.Backward)
     if fwd is not None and bwd is not None:
         outs = annotate(fwd, base, lambda d: d in trainable)
+        saved = {d.idx: t for d, t in outs.items() if d.is_saved()}
         bw_inputs: Dict[InputDescriptor, torch.Tensor] = {}
         for d in bwd.inputs:
             if d.kind is InputKind.Saved:
-                bw_inputs[d] = outs[OutputDescriptor.saved(d.idx)]
+                bw_inputs[d] = saved[d.idx]
             elif d.kind is InputKind.Tangent:
                 bw_inputs[d] = torch.ones_like(outs[d.output])
         annotate(bwd, bw_inputs)

@@ -34,6 +34,7 @@ from torch.overrides import TorchFunctionMode
 from .decompositions import training_decompositions
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
+from .graph_passes import drop_unused_batch_norm_stats
 from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
@@ -96,19 +97,6 @@ def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, 
 # ---------------------------------------------------------------------------
 # Graph cleanup shared by the joint and inference graphs
 
-def _drop_unused_batch_norm_stats(graph: fx.Graph) -> None:
-    """native_batch_norm_backward(train=True) reads save_mean/save_invstd, never running_mean /
-    running_var (CPU and CUDA kernels alike). After functionalization those arguments point at
-    the *updated* stats, which would needlessly become saved activations: pass None."""
-    for node in graph.nodes:
-        if node.op == "call_function" and node.target is aten.native_batch_norm_backward.default:
-            args = list(node.args)
-            if len(args) > 7 and args[7] is True:
-                args[3] = None
-                args[4] = None
-                node.args = tuple(args)
-
-
 def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
                    outputs: List[Optional[OutputDescriptor]], constants: ConstantTable,
                    role: GraphRole, num_primals: int) -> Tuple[DescribedGraph, int]:
@@ -152,7 +140,7 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
            for p in placeholders if p in mutations]
     new_out = kept[:n_plain] + mut + kept[n_plain:]
 
-    _drop_unused_batch_norm_stats(g)
+    drop_unused_batch_norm_stats(g)
 
     # Rebuild with lifted constants and primals_/tangents_ placeholder names.
     new = fx.Graph()
@@ -208,11 +196,13 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
 # Entry points (called by capture.py)
 
 def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
-                  user_inputs: List[torch.Tensor], constants: ConstantTable) -> CapturedJoint:
+                  user_inputs: List[torch.Tensor], constants: ConstantTable,
+                  decompositions: Optional[Dict] = None) -> CapturedJoint:
     """The joint forward+backward graph in training mode; see the module docstring.
 
     ``weights``: parameters then buffers (Program order). ``user_inputs``: flat ``Plain``
-    inputs; those with ``requires_grad`` get ``Grad`` outputs.
+    inputs; those with ``requires_grad`` get ``Grad`` outputs. ``decompositions``: the
+    caller's table, applied on top of ``training_decompositions()`` (the caller's win).
     """
     state_names = _state_names(model, weights)
     n_w, n_in = len(weights), len(user_inputs)
@@ -256,7 +246,7 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
 
         with prov.recording():
             g1 = _trace(joint, fresh_state() + fresh_inputs() + tangents, "joint forward+backward",
-                        model, training_decompositions())
+                        model, {**training_decompositions(), **(decompositions or {})})
         replay_args = [_fresh(t) for t in [w.tensor for w in weights] + user_inputs + tangents]
         g2 = _replay_functionalized(g1, replay_args, prov, "joint forward+backward", model)
 
@@ -270,8 +260,9 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
 
 
 def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
-                      user_inputs: List[torch.Tensor], constants: ConstantTable) -> DescribedGraph:
-    """The inference graph: eval mode, no grad, functionalized."""
+                      user_inputs: List[torch.Tensor], constants: ConstantTable,
+                      decompositions: Optional[Dict] = None) -> DescribedGraph:
+    """The inference graph: eval mode, no grad, functionalized (``decompositions`` applied)."""
     state_names = _state_names(model, weights)
     n_w = len(weights)
     prov = Provenance(model)
@@ -288,7 +279,7 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
     with _mode(model, False), torch.no_grad():
         args = [_fresh(t) for t in [w.tensor for w in weights] + list(user_inputs)]
         with prov.recording():
-            gm = _trace(_functionalize(forward), args, "inference", model)
+            gm = _trace(_functionalize(forward), args, "inference", model, decompositions)
         prov.resolve(gm)
     in_desc = [w.descriptor() for w in weights]
     in_desc += [InputDescriptor.plain(i) for i in range(len(user_inputs))]

@@ -1,4 +1,6 @@
-"""Decompositions applied while tracing on torch 1.13 (``make_fx(decomposition_table=...)``).
+"""Decompositions pt2rt applies while tracing: on torch 1.13 (``make_fx(decomposition_table=...)``)
+for the joint graph, and on torch 2.x (``aot_export_joint_with_descriptors(decompositions=...)``)
+for every graph (section at the end).
 
 torch 1.13's ``aten::native_batch_norm`` updates ``running_mean`` / ``running_var`` inside the
 kernel although its schema carries no alias annotation on them, so functionalization never sees
@@ -43,3 +45,44 @@ def _native_batch_norm_visible_stats(input, weight, bias, running_mean, running_
 def training_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     """The decomposition table for the joint (training) trace."""
     return {aten.native_batch_norm.default: _native_batch_norm_visible_stats}
+
+
+# ---------------------------------------------------------------------------
+# torch >= 2 (capture_torch2): portable BatchNorm.
+#
+# AOTAutograd on torch 2.x functionalizes BatchNorm into ``_native_batch_norm_legit_functional``
+# (training) and ``_native_batch_norm_legit_no_training`` (eval), ops LibTorch 1.13 does not
+# have. Re-expressed with ``native_batch_norm`` (running stats passed as None in training, so
+# the op mutates nothing) and the running-stat arithmetic above, a 2.x archive with BatchNorm
+# runs on LibTorch 1.13 too. The backward is unaffected: decompositions run below autograd, so
+# it stays ``native_batch_norm_backward`` on the same save_mean / save_invstd.
+
+def _legit_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    if not training:
+        return NotImplemented
+    out, save_mean, save_invstd = aten.native_batch_norm.default(
+        input, weight, bias, None, None, True, momentum, eps)
+    dims = [0] + list(range(2, input.dim()))
+    unbiased_var = aten.var.correction(input, dims, correction=1)
+    new_mean = aten.add.Tensor(aten.mul.Tensor(save_mean, momentum),
+                               aten.mul.Tensor(running_mean, 1.0 - momentum))
+    new_var = aten.add.Tensor(aten.mul.Tensor(unbiased_var, momentum),
+                              aten.mul.Tensor(running_var, 1.0 - momentum))
+    return out, save_mean, save_invstd, new_mean, new_var
+
+
+def _legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    return aten.native_batch_norm.default(input, weight, bias, running_mean, running_var, False,
+                                          momentum, eps)
+
+
+def _legit_no_stats(input, weight, bias, training, momentum, eps):
+    return aten.native_batch_norm.default(input, weight, bias, None, None, training, momentum,
+                                          eps)
+
+
+def portable_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
+    """The decomposition table capture_torch2 applies before the caller's (see above)."""
+    return {aten._native_batch_norm_legit_functional.default: _legit_functional,
+            aten._native_batch_norm_legit_no_training.default: _legit_no_training,
+            aten._native_batch_norm_legit.no_stats: _legit_no_stats}

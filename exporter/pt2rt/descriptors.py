@@ -56,6 +56,8 @@ class OutputKind(enum.IntEnum):
     SubclassSize = 11
     SubclassStride = 12
     Dummy = 13
+    MetadataMutation = 14      # schema 1.1
+    SavedNoVcCheck = 15        # schema 1.1
 
 
 # AOTAutograd class names, for str(); kinds absent here print as "<Kind>AOTInput".
@@ -69,6 +71,7 @@ _OUTPUT_NAMES = {
     OutputKind.InputMutation: "InputMutationAOTOutput",
     OutputKind.Saved: "SavedForBackwardsAOTOutput",
     OutputKind.IntermediateBase: "IntermediateBaseAOTOutput",
+    OutputKind.SavedNoVcCheck: "SavedForBackwardsNoVcCheckAOTOutput",
 }
 
 
@@ -157,6 +160,10 @@ class OutputDescriptor:
     def saved(idx: int) -> "OutputDescriptor":
         return OutputDescriptor(OutputKind.Saved, idx=idx)
 
+    def is_saved(self) -> bool:
+        """Saved(k) or SavedNoVcCheck(k): the forward output the backward reads as Saved(k)."""
+        return self.kind in (OutputKind.Saved, OutputKind.SavedNoVcCheck)
+
     def __str__(self) -> str:
         k = self.kind
         name = _OUTPUT_NAMES.get(k, f"{k.name}AOTOutput")
@@ -171,6 +178,7 @@ class OutputDescriptor:
         if k in (OutputKind.SubclassSize, OutputKind.SubclassStride):
             return f"{name}(base={self.base}, idx={self.idx})"
         if k in (OutputKind.Plain, OutputKind.Saved, OutputKind.ForwardToken,
-                 OutputKind.BackwardToken, OutputKind.Dummy):
+                 OutputKind.BackwardToken, OutputKind.Dummy, OutputKind.MetadataMutation,
+                 OutputKind.SavedNoVcCheck):
             return f"{name}(idx={self.idx})"
         return f"{name}()"

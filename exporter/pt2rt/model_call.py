@@ -1,6 +1,6 @@
 """Calling a module with substituted state: shared by capture backends and the eager references.
 
-``torch.nn.utils.stateless.functional_call`` runs ``model`` with the given tensors in place of
+``torch.func.functional_call`` (torch 1.13: ``torch.nn.utils.stateless.functional_call``) runs ``model`` with the given tensors in place of
 its parameters and buffers (by FQN) and leaves the module untouched, so tracing and reference
 runs never mutate the user's model (BatchNorm updates land in the substituted buffers).
 """
@@ -11,7 +11,10 @@ from typing import Any, Iterator, List, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
-from torch.nn.utils.stateless import functional_call
+try:  # torch >= 2.0; torch.nn.utils.stateless's is deprecated there
+    from torch.func import functional_call
+except ImportError:  # torch 1.13
+    from torch.nn.utils.stateless import functional_call
 
 from .errors import ExportError
 from .graph_ir import ExportSignature, WeightSpec

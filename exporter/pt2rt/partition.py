@@ -1,31 +1,40 @@
 """Joint graph -> forward graph + backward graph, with descriptors.
 
-Uses functorch.compile's partitioners (torch 1.13): ``default_partition`` (the forward holds
-what lies between the primals and the forward outputs; everything it computed that backward
-needs is saved) or ``min_cut_rematerialization_partition`` (a min cut over activation bytes
-decides what to save and what cheap pointwise work backward recomputes; needs networkx).
+Uses functorch's partitioners (``functorch.compile`` on torch 1.13,
+``torch._functorch.partitioners`` on torch 2.x): ``default_partition`` (the forward holds what
+lies between the primals and the forward outputs; everything it computed that backward needs
+is saved) or ``min_cut_rematerialization_partition`` (a min cut over activation bytes decides
+what to save and what cheap pointwise work backward recomputes; needs networkx).
 
 Both return ``fw(primals...) -> (*fwd_outputs, *saved)`` and
 ``bw(*saved, *tangents) -> bwd_outputs``, where the backward placeholders of saved values keep
-the names of the forward nodes they come from. Descriptors are derived from that:
+the names of the forward nodes they come from. The version seam is ``_run_partitioner``: 1.13
+reads the forward/backward split from the joint's output pytree spec, 2.x takes
+``num_fwd_outputs=``. Descriptors:
 
-* forward inputs: the joint's primals, matched by placeholder name (``primals_<n>``);
-* forward outputs: the first ``num_fwd_outputs`` are the joint's (Plain, InputMutation), the
-  k-th of the rest is ``Saved(k)``;
-* backward inputs: a placeholder named like the k-th saved forward output is ``Saved(k)``, a
-  ``tangents_<n>`` placeholder keeps its joint ``Tangent`` descriptor;
+* forward inputs: the joint's primals, matched by placeholder name;
+* forward outputs: the first ``num_fwd_outputs`` are the joint's (Plain, InputMutation, ...);
+  the k-th of the rest is ``Saved(k)``. On torch 2.x the partitioner labels those itself
+  (``SavedForBackwardsAOTOutput(k)`` / ``SavedForBackwardsNoVcCheckAOTOutput(k)`` in the
+  forward output node's ``meta['desc']``): the labels are mapped and checked against the
+  joint's descriptors and the position;
+* backward inputs: a placeholder named like the k-th saved forward output is ``Saved(k)`` (the
+  same node, so the same k on both sides); every other one keeps its joint descriptor
+  (``Tangent``, backward Philox seed/offset, backward tokens);
 * backward outputs: the joint's outputs after ``num_fwd_outputs`` (``Grad(of=...)``), in the
   same order; ``None`` stays ``None`` (an unused gradient).
 """
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Dict, List, Tuple
 
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from . import aot_descriptors
 from .descriptors import InputDescriptor, OutputDescriptor
 from .errors import ExportError
 from .graph_ir import CapturedJoint, DescribedGraph, GraphRole
@@ -34,7 +43,11 @@ PARTITIONERS = ("default", "min_cut")
 
 
 def _partitioner(name: str):
-    from functorch.compile import default_partition, min_cut_rematerialization_partition
+    try:
+        from torch._functorch.partitioners import (default_partition,
+                                                   min_cut_rematerialization_partition)
+    except ImportError:  # torch 1.13
+        from functorch.compile import default_partition, min_cut_rematerialization_partition
     if name == "default":
         return default_partition
     if name == "min_cut":
@@ -43,9 +56,32 @@ def _partitioner(name: str):
                       f"{', '.join(PARTITIONERS)}")
 
 
+def _output_node(gm: fx.GraphModule) -> fx.Node:
+    return next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+
+
 def _outputs(gm: fx.GraphModule) -> List:
-    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    return pytree.tree_flatten(out.args)[0]
+    return pytree.tree_flatten(_output_node(gm).args)[0]
+
+
+def _run_partitioner(fn, gm: fx.GraphModule, num_fwd: int, num_out: int):
+    """The version seam: torch 2.x's partitioners take ``num_fwd_outputs``; 1.13's read the
+    split from the output pytree spec (``gm._out_spec``)."""
+    if "num_fwd_outputs" in inspect.signature(fn).parameters:
+        return fn(gm, None, num_fwd_outputs=num_fwd)
+    gm._out_spec = pytree.tree_flatten((list(range(num_fwd)),
+                                        list(range(num_out - num_fwd))))[1]
+    return fn(gm, None)
+
+
+def _saved_descriptor(k: int, node: fx.Node, label) -> OutputDescriptor:
+    """Saved(k), or the partitioner's own label for it mapped (torch 2.x), checked."""
+    if label is None:
+        return OutputDescriptor.saved(k)
+    d = aot_descriptors.output_descriptor(label)
+    if not d.is_saved() or d.idx != k:
+        raise ExportError(f"pt2rt: the partitioner labels saved value {k} ({node.name}) {label}")
+    return d
 
 
 def partition(joint: CapturedJoint, partitioner: str = "default"
@@ -60,24 +96,28 @@ def partition(joint: CapturedJoint, partitioner: str = "default"
     fn = _partitioner(partitioner)
     jg = joint.graph
     gm = copy.deepcopy(jg.module)
-    n_out = len(jg.outputs)
     nf = joint.num_fwd_outputs
-    # functorch's partitioners read the forward/backward split from the output pytree spec.
-    gm._out_spec = pytree.tree_flatten((list(range(nf)), list(range(n_out - nf))))[1]
     joint_inputs = {n.name: d for n, d in zip(jg.placeholders(), jg.inputs)}
 
     with torch.no_grad():
-        fw, bw = fn(gm, None)
+        fw, bw = _run_partitioner(fn, gm, nf, len(jg.outputs))
 
     fw_ph = [n for n in fw.graph.nodes if n.op == "placeholder"]
     fw_in = [joint_inputs[n.name] for n in fw_ph]
     fw_outs = _outputs(fw)
+    labels = _output_node(fw).meta.get("desc")  # torch 2.x: the partitioner's descriptors
+    if labels is not None:
+        if len(labels) != len(fw_outs) or [aot_descriptors.output_descriptor(d)
+                                           for d in labels[:nf]] != list(jg.outputs[:nf]):
+            raise ExportError("pt2rt: the partitioner's forward output descriptors do not "
+                              "match the joint graph's")
     saved_names: Dict[str, int] = {}
     fw_out_desc: List[OutputDescriptor] = list(jg.outputs[:nf])
     for k, node in enumerate(fw_outs[nf:]):
-        assert isinstance(node, fx.Node), node
+        if not isinstance(node, fx.Node):
+            raise ExportError(f"pt2rt: the partitioner saves a non-node value {node!r}")
         saved_names[node.name] = k
-        fw_out_desc.append(OutputDescriptor.saved(k))
+        fw_out_desc.append(_saved_descriptor(k, node, labels[nf + k] if labels else None))
 
     bw_in: List[InputDescriptor] = []
     for n in bw.graph.nodes:
@@ -85,9 +125,17 @@ def partition(joint: CapturedJoint, partitioner: str = "default"
             continue
         if n.name in saved_names:
             bw_in.append(InputDescriptor.saved(saved_names[n.name]))
-        else:
+        elif n.name in joint_inputs:
             bw_in.append(joint_inputs[n.name])
+        else:
+            raise ExportError(f"pt2rt: backward input {n.name} is neither a saved forward "
+                              "value nor a joint graph input")
     bw_out_desc = list(jg.outputs[nf:])
+    bw_labels = _output_node(bw).meta.get("desc")
+    if bw_labels is not None and [aot_descriptors.output_descriptor(d) if d is not None
+                                  else None for d in bw_labels] != bw_out_desc:
+        raise ExportError("pt2rt: the partitioner's backward output descriptors do not match "
+                          "the joint graph's")
 
     fwd = DescribedGraph(GraphRole.Forward, fw, fw_in, fw_out_desc)
     bwd = DescribedGraph(GraphRole.Backward, bw, bw_in, bw_out_desc)

@@ -16,6 +16,9 @@ ops inherit the token of the forward op they differentiate. ``Interpreter`` re-t
 functionalization pass) carry tokens along. ``resolve`` finally replaces tokens by
 ``node.meta["nn_module_stack"]`` (list of "fqn: Type", outermost first, root excluded) and
 ``node.meta["stack_trace"]``.
+
+``MetaProvenance`` (end of file) is the torch 2.x variant: the same records, handed to
+AOTAutograd through ``torch.fx.traceback.current_meta`` instead of tokens.
 """
 from __future__ import annotations
 
@@ -88,6 +91,18 @@ def user_stack(skip: int = 1) -> str:
     """The caller's stack as traceback text: frames of the model, of torch.nn layers and of
     user code below the innermost pt2rt frame. ``skip``: frames to skip (1 = the caller)."""
     return _format(_raw_user_stack(skip + 1))
+
+
+def user_stack_of(tb) -> str:
+    """The user frames (model code, torch.nn layers; not pt2rt, not torch internals) of a
+    traceback, outermost first, as traceback text."""
+    frames = []
+    for fs in traceback.extract_tb(tb):
+        in_pt2rt, user = _classify(fs.filename)
+        if user and not in_pt2rt and (not frames or frames[-1] != (fs.filename, fs.lineno,
+                                                                    fs.name)):
+            frames.append((fs.filename, fs.lineno, fs.name))
+    return _format(tuple(frames))
 
 
 class _Mode(TorchFunctionMode):
@@ -207,3 +222,55 @@ class Provenance:
                 node.stack_trace = rec[1]
             elif node.stack_trace and _TOKEN_PREFIX in node.stack_trace:
                 node.stack_trace = None
+
+
+class MetaProvenance(Provenance):
+    """Provenance for torch 2.x's AOTAutograd capture (``capture_torch2``).
+
+    AOTAutograd traces under ``torch.fx.traceback.preserve_node_meta()``: every node it creates
+    copies ``stack_trace`` and ``nn_module_stack`` from ``torch.fx.traceback.current_meta``, and
+    backward nodes take the meta of the forward node they differentiate (matched by autograd
+    ``seq_nr``). At each torch API call this recorder sets those two entries from the same
+    records ``Provenance`` takes (module stack from forward hooks, user frames), in
+    AOTAutograd's own format (``nn_module_stack`` = {fqn: (fqn, type name)}), so the nodes carry
+    them without tokens to resolve.
+    """
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__(model)
+        self.meta_: Dict[Tuple[Tuple[str, ...], Frames], Tuple[dict, str]] = {}
+
+    def _mark(self) -> None:
+        if not self.active_:
+            return
+        # Calls from AOTAutograd's own Python (generated dataclass code shows up as "<string>")
+        # are not user calls: they must not relabel the nodes that follow.
+        frames = tuple(f for f in _raw_user_stack(3) if not f[0].startswith("<"))
+        if not frames:
+            return
+        key = (tuple(self.module_stack_), frames)
+        meta = self.meta_.get(key)
+        if meta is None:
+            stack = {}
+            for entry in key[0]:
+                fqn, _, typ = entry.partition(": ")
+                stack[fqn] = (fqn, typ)
+            meta = self.meta_[key] = (stack, _format(key[1]))
+        fx_traceback.current_meta["nn_module_stack"] = dict(meta[0])
+        fx_traceback.current_meta["stack_trace"] = meta[1]
+
+    @contextlib.contextmanager
+    def recording(self, record_calls: bool = True) -> Iterator[None]:
+        """Active around an AOTAutograd capture."""
+        handles = [torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
+                   torch.nn.modules.module.register_module_forward_hook(self._post_hook)]
+        self.active_ = True
+        try:
+            # AOTAutograd's joint path preserves node meta itself; its inference path does not.
+            with fx_traceback.preserve_node_meta(), _Mode(self):
+                yield
+        finally:
+            self.active_ = False
+            self.module_stack_.clear()
+            for h in handles:
+                h.remove()

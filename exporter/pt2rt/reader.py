@@ -152,7 +152,7 @@ class LoadedArchive:
             outputs=self._user_outputs(outs),
             mutations={d.of.fqn: t for d, t in outs.items()
                        if d.kind is OutputKind.InputMutation and d.of.kind is InputKind.Buffer},
-            saved={d.idx: t for d, t in outs.items() if d.kind is OutputKind.Saved})
+            saved={d.idx: t for d, t in outs.items() if d.is_saved()})
 
     def run_backward(self, saved: Mapping[int, torch.Tensor],
                      grad_outputs: Sequence[Optional[torch.Tensor]],

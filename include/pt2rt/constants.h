@@ -23,7 +23,7 @@ inline constexpr const char* kExtraPrefix = "extra/";
 inline constexpr const char* kProgramIdentifier = "PT2R";
 /// Schema version this build reads and writes (schema/README.md).
 inline constexpr uint32_t kSchemaMajor = 1;
-inline constexpr uint32_t kSchemaMinor = 0;
+inline constexpr uint32_t kSchemaMinor = 1;
 /// Every STORED entry's data starts on this boundary (bytes).
 inline constexpr std::size_t kDataAlignment = 64;
 

@@ -164,7 +164,7 @@ enum class OutputKind : uint8_t {
   Unknown = 0, Plain = 1, Grad = 2, InputMutation = 3, Saved = 4, IntermediateBase = 5,
   ForwardToken = 6, BackwardToken = 7, PhiloxUpdatedForwardOffset = 8,
   PhiloxUpdatedBackwardOffset = 9, SubclassGetAttr = 10, SubclassSize = 11,
-  SubclassStride = 12, Dummy = 13
+  SubclassStride = 12, Dummy = 13, MetadataMutation = 14, SavedNoVcCheck = 15
 };
 
 struct OutputDescriptor;
