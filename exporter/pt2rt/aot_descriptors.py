@@ -16,130 +16,88 @@ import torch's private descriptor module (it works by class name), so it loads o
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Dict, Tuple
 
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError
 
-# class name -> (schema kind, dataclass fields, builder from the object's field values)
-_Rule = Tuple[Any, Tuple[str, ...], Callable[..., Any]]
-
-
-def _inp(kind: InputKind) -> Callable[..., InputDescriptor]:
-    return lambda: InputDescriptor(kind)
-
-
-def _out(kind: OutputKind) -> Callable[..., OutputDescriptor]:
-    return lambda: OutputDescriptor(kind)
-
-
-_INPUTS: Dict[str, _Rule] = {
-    "ParamAOTInput": (InputKind.Param, ("target",),
-                      lambda target: InputDescriptor(InputKind.Param, fqn=target)),
-    "BufferAOTInput": (InputKind.Buffer, ("target",),
-                       lambda target: InputDescriptor(InputKind.Buffer, fqn=target)),
-    "PlainAOTInput": (InputKind.Plain, ("idx",),
-                      lambda idx: InputDescriptor(InputKind.Plain, idx=idx)),
-    "TangentAOTInput": (InputKind.Tangent, ("output",),
-                        lambda output: InputDescriptor(InputKind.Tangent,
-                                                       output=output_descriptor(output))),
-    "DummyAOTInput": (InputKind.Dummy, ("idx",),
-                      lambda idx: InputDescriptor(InputKind.Dummy, idx=idx)),
-    "SubclassGetAttrAOTInput": (
-        InputKind.SubclassGetAttr, ("base", "attr"),
-        lambda base, attr: InputDescriptor(InputKind.SubclassGetAttr,
-                                           base=input_descriptor(base), attr=attr)),
-    "SubclassSizeAOTInput": (
-        InputKind.SubclassSize, ("base", "idx"),
-        lambda base, idx: InputDescriptor(InputKind.SubclassSize, base=input_descriptor(base),
-                                          idx=idx)),
-    "SubclassStrideAOTInput": (
-        InputKind.SubclassStride, ("base", "idx"),
-        lambda base, idx: InputDescriptor(InputKind.SubclassStride,
-                                          base=input_descriptor(base), idx=idx)),
-    "ViewBaseAOTInput": (InputKind.ViewBase, ("base_of",),
-                         lambda base_of: InputDescriptor(InputKind.ViewBase,
-                                                         base=input_descriptor(base_of))),
-    "SyntheticBaseAOTInput": (InputKind.SyntheticBase, ("base_of",),
-                              lambda base_of: InputDescriptor(InputKind.SyntheticBase,
-                                                              base=input_descriptor(base_of))),
-    "PhiloxForwardSeedAOTInput": (InputKind.PhiloxForwardSeed, (),
-                                  _inp(InputKind.PhiloxForwardSeed)),
-    "PhiloxForwardBaseOffsetAOTInput": (InputKind.PhiloxForwardBaseOffset, (),
-                                        _inp(InputKind.PhiloxForwardBaseOffset)),
-    "PhiloxBackwardSeedAOTInput": (InputKind.PhiloxBackwardSeed, (),
-                                   _inp(InputKind.PhiloxBackwardSeed)),
-    "PhiloxBackwardBaseOffsetAOTInput": (InputKind.PhiloxBackwardBaseOffset, (),
-                                         _inp(InputKind.PhiloxBackwardBaseOffset)),
-    "ForwardTokenAOTInput": (InputKind.ForwardToken, ("idx",),
-                             lambda idx: InputDescriptor(InputKind.ForwardToken, idx=idx)),
-    "BackwardTokenAOTInput": (InputKind.BackwardToken, ("idx",),
-                              lambda idx: InputDescriptor(InputKind.BackwardToken, idx=idx)),
+# class name -> (schema kind, the class's dataclass fields, in order)
+_INPUTS: Dict[str, Tuple[InputKind, Tuple[str, ...]]] = {
+    "ParamAOTInput": (InputKind.Param, ("target",)),
+    "BufferAOTInput": (InputKind.Buffer, ("target",)),
+    "PlainAOTInput": (InputKind.Plain, ("idx",)),
+    "TangentAOTInput": (InputKind.Tangent, ("output",)),
+    "DummyAOTInput": (InputKind.Dummy, ("idx",)),
+    "SubclassGetAttrAOTInput": (InputKind.SubclassGetAttr, ("base", "attr")),
+    "SubclassSizeAOTInput": (InputKind.SubclassSize, ("base", "idx")),
+    "SubclassStrideAOTInput": (InputKind.SubclassStride, ("base", "idx")),
+    "ViewBaseAOTInput": (InputKind.ViewBase, ("base_of",)),
+    "SyntheticBaseAOTInput": (InputKind.SyntheticBase, ("base_of",)),
+    "PhiloxForwardSeedAOTInput": (InputKind.PhiloxForwardSeed, ()),
+    "PhiloxForwardBaseOffsetAOTInput": (InputKind.PhiloxForwardBaseOffset, ()),
+    "PhiloxBackwardSeedAOTInput": (InputKind.PhiloxBackwardSeed, ()),
+    "PhiloxBackwardBaseOffsetAOTInput": (InputKind.PhiloxBackwardBaseOffset, ()),
+    "ForwardTokenAOTInput": (InputKind.ForwardToken, ("idx",)),
+    "BackwardTokenAOTInput": (InputKind.BackwardToken, ("idx",)),
 }
 
-_OUTPUTS: Dict[str, _Rule] = {
-    "PlainAOTOutput": (OutputKind.Plain, ("idx",),
-                       lambda idx: OutputDescriptor(OutputKind.Plain, idx=idx)),
-    "GradAOTOutput": (OutputKind.Grad, ("grad_of",),
-                      lambda grad_of: OutputDescriptor(OutputKind.Grad,
-                                                       of=input_descriptor(grad_of))),
-    "InputMutationAOTOutput": (
-        OutputKind.InputMutation, ("mutated_input",),
-        lambda mutated_input: OutputDescriptor(OutputKind.InputMutation,
-                                               of=input_descriptor(mutated_input))),
-    "IntermediateBaseAOTOutput": (
-        OutputKind.IntermediateBase, ("base_of",),
-        lambda base_of: OutputDescriptor(OutputKind.IntermediateBase,
-                                         base=output_descriptor(base_of))),
-    "MetadataMutationAOTOutput": (OutputKind.MetadataMutation, ("idx",),
-                                  lambda idx: OutputDescriptor(OutputKind.MetadataMutation,
-                                                               idx=idx)),
-    "SavedForBackwardsAOTOutput": (OutputKind.Saved, ("idx",),
-                                   lambda idx: OutputDescriptor(OutputKind.Saved, idx=idx)),
-    "SavedForBackwardsNoVcCheckAOTOutput": (
-        OutputKind.SavedNoVcCheck, ("idx",),
-        lambda idx: OutputDescriptor(OutputKind.SavedNoVcCheck, idx=idx)),
-    "PhiloxUpdatedForwardOffsetAOTOutput": (OutputKind.PhiloxUpdatedForwardOffset, (),
-                                            _out(OutputKind.PhiloxUpdatedForwardOffset)),
-    "PhiloxUpdatedBackwardOffsetAOTOutput": (OutputKind.PhiloxUpdatedBackwardOffset, (),
-                                             _out(OutputKind.PhiloxUpdatedBackwardOffset)),
-    "ForwardTokenAOTOutput": (OutputKind.ForwardToken, ("idx",),
-                              lambda idx: OutputDescriptor(OutputKind.ForwardToken, idx=idx)),
-    "BackwardTokenAOTOutput": (OutputKind.BackwardToken, ("idx",),
-                               lambda idx: OutputDescriptor(OutputKind.BackwardToken, idx=idx)),
-    "SubclassGetAttrAOTOutput": (
-        OutputKind.SubclassGetAttr, ("base", "attr"),
-        lambda base, attr: OutputDescriptor(OutputKind.SubclassGetAttr,
-                                            base=output_descriptor(base), attr=attr)),
-    "SubclassSizeAOTOutput": (
-        OutputKind.SubclassSize, ("base", "idx"),
-        lambda base, idx: OutputDescriptor(OutputKind.SubclassSize,
-                                           base=output_descriptor(base), idx=idx)),
-    "SubclassStrideAOTOutput": (
-        OutputKind.SubclassStride, ("base", "idx"),
-        lambda base, idx: OutputDescriptor(OutputKind.SubclassStride,
-                                           base=output_descriptor(base), idx=idx)),
-    "DummyAOTOutput": (OutputKind.Dummy, ("idx",),
-                       lambda idx: OutputDescriptor(OutputKind.Dummy, idx=idx)),
+_OUTPUTS: Dict[str, Tuple[OutputKind, Tuple[str, ...]]] = {
+    "PlainAOTOutput": (OutputKind.Plain, ("idx",)),
+    "GradAOTOutput": (OutputKind.Grad, ("grad_of",)),
+    "InputMutationAOTOutput": (OutputKind.InputMutation, ("mutated_input",)),
+    "IntermediateBaseAOTOutput": (OutputKind.IntermediateBase, ("base_of",)),
+    "MetadataMutationAOTOutput": (OutputKind.MetadataMutation, ("idx",)),
+    "SavedForBackwardsAOTOutput": (OutputKind.Saved, ("idx",)),
+    "SavedForBackwardsNoVcCheckAOTOutput": (OutputKind.SavedNoVcCheck, ("idx",)),
+    "PhiloxUpdatedForwardOffsetAOTOutput": (OutputKind.PhiloxUpdatedForwardOffset, ()),
+    "PhiloxUpdatedBackwardOffsetAOTOutput": (OutputKind.PhiloxUpdatedBackwardOffset, ()),
+    "ForwardTokenAOTOutput": (OutputKind.ForwardToken, ("idx",)),
+    "BackwardTokenAOTOutput": (OutputKind.BackwardToken, ("idx",)),
+    "SubclassGetAttrAOTOutput": (OutputKind.SubclassGetAttr, ("base", "attr")),
+    "SubclassSizeAOTOutput": (OutputKind.SubclassSize, ("base", "idx")),
+    "SubclassStrideAOTOutput": (OutputKind.SubclassStride, ("base", "idx")),
+    "DummyAOTOutput": (OutputKind.Dummy, ("idx",)),
 }
 
 # The AOTAutograd classes each schema kind comes from (for docs and tests).
-AOT_INPUT_CLASSES = {rule[0]: name for name, rule in _INPUTS.items()}
-AOT_OUTPUT_CLASSES = {rule[0]: name for name, rule in _OUTPUTS.items()}
+AOT_INPUT_CLASSES = {kind: name for name, (kind, _) in _INPUTS.items()}
+AOT_OUTPUT_CLASSES = {kind: name for name, (kind, _) in _OUTPUTS.items()}
 
 
-def _convert(desc: Any, rules: Dict[str, _Rule], what: str):
+def _fields(values: Dict[str, Any], output_side: bool) -> Dict[str, Any]:
+    """AOTAutograd field values -> pt2rt descriptor fields. ``base``/``base_of`` name a
+    descriptor of the same side (an input's base is an input), ``output`` an output,
+    ``grad_of``/``mutated_input`` an input."""
+    same_side = output_descriptor if output_side else input_descriptor
+    out: Dict[str, Any] = {}
+    for name, v in values.items():
+        if name == "target":
+            out["fqn"] = v
+        elif name in ("idx", "attr"):
+            out[name] = v
+        elif name == "output":
+            out["output"] = output_descriptor(v)
+        elif name in ("grad_of", "mutated_input"):
+            out["of"] = input_descriptor(v)
+        else:  # base, base_of
+            out["base"] = same_side(v)
+    return out
+
+
+def _convert(desc: Any, rules: Dict[str, Tuple[Any, Tuple[str, ...]]], output_side: bool):
     name = type(desc).__name__
     rule = rules.get(name)
     if rule is None or not dataclasses.is_dataclass(desc):
-        raise CaptureError(f"pt2rt.export: AOTAutograd {what} descriptor {desc!r} "
-                           f"({type(desc).__module__}.{name}) has no pt2rt equivalent")
-    _, fields, build = rule
+        raise CaptureError(f"pt2rt.export: AOTAutograd {'output' if output_side else 'input'} "
+                           f"descriptor {desc!r} ({type(desc).__module__}.{name}) has no pt2rt "
+                           "equivalent")
+    kind, fields = rule
     actual = tuple(f.name for f in dataclasses.fields(desc))
     if actual != fields:
         raise CaptureError(f"pt2rt.export: AOTAutograd descriptor {name} has fields {actual}, "
                            f"pt2rt maps {fields}; refusing to map it approximately")
-    return build(*(getattr(desc, f) for f in fields))
+    values = _fields({f: getattr(desc, f) for f in fields}, output_side)
+    return (OutputDescriptor if output_side else InputDescriptor)(kind, **values)
 
 
 def input_descriptor(desc: Any) -> InputDescriptor:
@@ -149,7 +107,7 @@ def input_descriptor(desc: Any) -> InputDescriptor:
         CaptureError: an unknown descriptor class or one whose fields differ from the mapped
             ones (e.g. a newer torch's).
     """
-    return _convert(desc, _INPUTS, "input")
+    return _convert(desc, _INPUTS, False)
 
 
 def output_descriptor(desc: Any) -> OutputDescriptor:
@@ -158,4 +116,4 @@ def output_descriptor(desc: Any) -> OutputDescriptor:
     Raises:
         CaptureError: as ``input_descriptor``.
     """
-    return _convert(desc, _OUTPUTS, "output")
+    return _convert(desc, _OUTPUTS, True)

@@ -22,7 +22,7 @@ import torch
 
 from .annotate import annotate
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor
-from .errors import ExportError, ExportTypeError
+from .errors import CaptureError, ExportError, ExportTypeError
 from .graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .partition import PARTITIONERS, partition
@@ -182,7 +182,13 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                   signature=sig, capture=backend.CAPTURE_NAME,
                                   partitioner=partitioner if train else "",
                                   example_inputs=flat)
-        annotate_program(program, flat)
+        try:
+            annotate_program(program, flat)
+        except Exception as e:
+            raise CaptureError(f"pt2rt.export: the graphs captured from {type(model).__name__} "
+                               f"do not run on its example inputs ({type(e).__name__}: {e}); "
+                               f"the capture ({backend.CAPTURE_NAME}) cannot reproduce this "
+                               "model") from e
     return program
 
 

@@ -24,6 +24,16 @@ Both lift ``get_attr`` tensor constants into ``Constant`` inputs and record prov
 (``provenance.MetaProvenance``): ``nn_module_stack`` (turned into pt2rt's "fqn: Type" list) and
 the user's ``stack_trace`` on forward and backward nodes.
 
+Modules torch.nn implements with a data-dependent Python value but whose computation tensor
+ops can express run with pt2rt's forward during the capture (``module_rewrites.py``: BatchNorm
+with ``momentum=None``).
+
+oneDNN (``torch.backends.mkldnn``) is disabled while tracing: composite ops that choose a
+backend in Python or C++ at trace time (``nn.LSTM``: ``mkldnn_rnn_layer``) then take their
+plain ATen path. ``mkldnn_rnn_layer``'s backward does not run from an exported graph (its
+``workspace`` is undefined outside oneDNN's training path) and LibTorch builds without oneDNN
+lack it. Run-time kernels are unaffected: ``aten::convolution`` still dispatches to oneDNN.
+
 Decompositions: ``decompositions.portable_decompositions()`` (BatchNorm expressed with
 ``native_batch_norm``, which LibTorch 1.13 also has) plus the caller's table, which wins.
 Static shapes: inputs are fakified with their concrete sizes (no ShapeEnv).
@@ -32,7 +42,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import torch
 import torch.fx as fx
@@ -45,6 +56,7 @@ from .errors import CaptureError, ExportError
 from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
                        WeightSpec)
 from .graph_passes import drop_unused_batch_norm_stats
+from .module_rewrites import capturable
 from .model_call import fresh as _fresh, state_names, training_mode as _mode
 from .provenance import MetaProvenance, user_stack_of
 
@@ -83,6 +95,16 @@ def _module_stack(meta: Dict[str, Any]) -> List[str]:
     return out
 
 
+@contextlib.contextmanager
+def _without_onednn() -> Iterator[None]:
+    """oneDNN off while tracing (see the module docstring); its flags() also resets the TF32
+    setting, which warns on builds without Intel GPU support: that warning is noise here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
+        with torch.backends.mkldnn.flags(enabled=False):
+            yield
+
+
 def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Sequence[torch.Tensor],
                 train: bool, decompositions: Optional[Dict], what: str):
     """Runs aot_export_joint_with_descriptors; returns (graph module, out_spec).
@@ -106,8 +128,9 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
         raise ExportError("pt2rt.export: keyword inputs do not flatten in signature order")
     grad_mode = torch.enable_grad() if train else torch.no_grad()
     try:
-        with _mode(model, train), grad_mode, MetaProvenance(model).recording(), \
-                contextlib.ExitStack() as stack:
+        with _mode(model, train), grad_mode, capturable(model), \
+                _without_onednn(), \
+                MetaProvenance(model).recording(), contextlib.ExitStack() as stack:
             jd = aot_export_joint_with_descriptors(
                 stack, model, tuple(args), kwargs,
                 decompositions=_decomposition_table(decompositions))
@@ -281,6 +304,22 @@ def _describe(gm: fx.GraphModule, weights: Sequence[WeightSpec], constants: Cons
     return dg
 
 
+def _forward_outputs_first(dg: DescribedGraph) -> int:
+    """Orders the joint's outputs forward-side first (by descriptor kind, stable), as the
+    partitioners' ``num_fwd_outputs`` convention needs; AOTAutograd already returns them so.
+    Returns the number of forward outputs."""
+    forward = [_root_kind(d) in _FORWARD_OUTPUT_KINDS for d in dg.outputs]
+    order = [i for i, f in enumerate(forward) if f] + [i for i, f in enumerate(forward) if not f]
+    if order != list(range(len(order))):
+        out = next(n for n in dg.module.graph.nodes if n.op == "output")
+        values, descs = list(out.args[0]), list(out.meta["desc"])
+        out.args = (tuple(values[i] for i in order),)
+        out.meta["desc"] = [descs[i] for i in order]
+        dg.outputs = [dg.outputs[i] for i in order]
+        dg.module.recompile()
+    return sum(forward)
+
+
 def _canonical_fqns(model: torch.nn.Module, weights: Sequence[WeightSpec]) -> Dict[str, str]:
     """Every FQN of a weight -> the FQN pt2rt's weight table uses for it."""
     return {name: w.fqn for w, names in zip(weights, state_names(model, weights))
@@ -309,12 +348,7 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
     _set_outputs(sig, out_spec)
     _merge_tied_weights(gm, _canonical_fqns(model, weights))
     dg = _describe(gm, weights, constants, GraphRole.Joint)
-    forward = [_root_kind(d) in _FORWARD_OUTPUT_KINDS for d in dg.outputs]
-    num_fwd = sum(forward)
-    if forward != [True] * num_fwd + [False] * (len(forward) - num_fwd):
-        raise CaptureError("pt2rt.export: the joint graph's outputs are not forward outputs "
-                           "followed by backward outputs: "
-                           + ", ".join(str(d) for d in dg.outputs))
+    num_fwd = _forward_outputs_first(dg)
     if not any(d.kind is InputKind.Tangent for d in dg.inputs):
         raise CaptureError(f"pt2rt.export: {type(model).__name__} has nothing to "
                            "differentiate (no trainable parameter or grad-requiring input "

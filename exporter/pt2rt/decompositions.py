@@ -25,18 +25,25 @@ import torch
 aten = torch.ops.aten
 
 
-def _native_batch_norm_visible_stats(input, weight, bias, running_mean, running_var, training,
-                                     momentum, eps):
-    if not training or running_mean is None or running_var is None:
-        return NotImplemented  # no hidden mutation: trace the op itself
-    out, save_mean, save_invstd = aten.native_batch_norm.default(
-        input, weight, bias, None, None, True, momentum, eps)
+def _updated_running_stats(input, save_mean, running_mean, running_var, momentum):
+    """(new running_mean, new running_var) after a training step on ``input`` (see above)."""
     dims = [0] + list(range(2, input.dim()))
     unbiased_var = aten.var.correction(input, dims, correction=1)
     new_mean = aten.add.Tensor(aten.mul.Tensor(save_mean, momentum),
                                aten.mul.Tensor(running_mean, 1.0 - momentum))
     new_var = aten.add.Tensor(aten.mul.Tensor(unbiased_var, momentum),
                               aten.mul.Tensor(running_var, 1.0 - momentum))
+    return new_mean, new_var
+
+
+def _native_batch_norm_visible_stats(input, weight, bias, running_mean, running_var, training,
+                                     momentum, eps):
+    if not training or running_mean is None or running_var is None:
+        return NotImplemented  # no hidden mutation: trace the op itself
+    out, save_mean, save_invstd = aten.native_batch_norm.default(
+        input, weight, bias, None, None, True, momentum, eps)
+    new_mean, new_var = _updated_running_stats(input, save_mean, running_mean, running_var,
+                                               momentum)
     aten.copy_.default(running_mean, new_mean)
     aten.copy_.default(running_var, new_var)
     return out, save_mean, save_invstd
@@ -62,13 +69,8 @@ def _legit_functional(input, weight, bias, running_mean, running_var, training, 
         return NotImplemented
     out, save_mean, save_invstd = aten.native_batch_norm.default(
         input, weight, bias, None, None, True, momentum, eps)
-    dims = [0] + list(range(2, input.dim()))
-    unbiased_var = aten.var.correction(input, dims, correction=1)
-    new_mean = aten.add.Tensor(aten.mul.Tensor(save_mean, momentum),
-                               aten.mul.Tensor(running_mean, 1.0 - momentum))
-    new_var = aten.add.Tensor(aten.mul.Tensor(unbiased_var, momentum),
-                              aten.mul.Tensor(running_var, 1.0 - momentum))
-    return out, save_mean, save_invstd, new_mean, new_var
+    return (out, save_mean, save_invstd,
+            *_updated_running_stats(input, save_mean, running_mean, running_var, momentum))
 
 
 def _legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):

@@ -116,6 +116,6 @@ class GraphRunner:
                 f"{node.debug.stack_trace or '  (no stack trace)'}") from e
         if len(node.outputs) == 1:
             env[node.outputs[0]] = result
-        else:
+        elif node.outputs:  # ops returning nothing (aten::_assert_async.msg) have no outputs
             for vid, r in zip(node.outputs, result):
                 env[vid] = r

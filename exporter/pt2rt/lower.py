@@ -10,7 +10,10 @@ Rules (schema/README.md "Compatibility rules", item 9):
   ``prim::getitem(TensorListRef, IntArg)`` node.
 * Arguments follow the op's schema: positional arguments in order (FX kwargs naming a
   positional argument are moved into place; an interior gap takes the schema default), then
-  kwarg_only ones by name. Trailing arguments FX omitted stay omitted. The argument kind is
+  kwarg_only ones by name. Trailing positional arguments FX omitted or that equal their schema
+  default, and keyword-only ones equal to their default, are left out: readers fill them in
+  from the *running* schema, so an archive names only what it needs and runs on a LibTorch
+  whose schema lacks an argument the exporting one defaults (cross-version portability). The argument kind is
   chosen by the schema type and, where 1.13's JIT types conflate them (ScalarType, Layout,
   MemoryFormat are all ``int``), by the Python value FX recorded. A Python number given for a
   ``Tensor`` argument (``aten.add.Tensor(x, 1)``) is written as a ``ScalarArg``: readers turn
@@ -39,6 +42,16 @@ from .program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Graph, Graph
 
 GETITEM = ("prim::getitem", "", "prim::getitem(Tensor[] list, int idx) -> Tensor")
 _MISSING = object()
+
+
+def _is_default(sa: Any, v: Any) -> bool:
+    """``v`` is the schema argument's default (same type and value: ``1`` is not ``True``)."""
+    if not sa.has_default_value() or isinstance(v, (fx.Node, torch.Tensor)):
+        return False
+    d = sa.default_value
+    if isinstance(v, (list, tuple)) and isinstance(d, (list, tuple)):
+        return len(v) == len(d) and all(type(a) is type(b) and a == b for a, b in zip(v, d))
+    return type(v) is type(d) and v == d
 
 
 class OpTable:
@@ -202,7 +215,8 @@ class GraphLowering:
                 provided.append((sa, args[i]))
             else:
                 provided.append((sa, kwargs.pop(sa.name, _MISSING)))
-        while provided and provided[-1][1] is _MISSING:
+        while provided and (provided[-1][1] is _MISSING
+                            or _is_default(provided[-1][0], provided[-1][1])):
             provided.pop()
         out = []
         for sa, v in provided:
@@ -214,7 +228,9 @@ class GraphLowering:
             out.append(self._encode(node, sa, v, False))
         for sa in schema.arguments:
             if sa.kwarg_only and sa.name in kwargs:
-                out.append(self._encode(node, sa, kwargs.pop(sa.name), True))
+                v = kwargs.pop(sa.name)
+                if not _is_default(sa, v):
+                    out.append(self._encode(node, sa, v, True))
         if kwargs:
             raise ExportError(f"pt2rt: node {node.name}: unknown keyword arguments "
                               f"{sorted(kwargs)} for {schema}")

@@ -146,28 +146,33 @@ class Provenance:
             self.module_stack_.pop()
 
     @contextlib.contextmanager
+    def _watching_modules(self) -> Iterator[None]:
+        """Records from now on: module forward hooks keep ``module_stack_``."""
+        handles = [torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
+                   torch.nn.modules.module.register_module_forward_hook(self._post_hook)]
+        self.active_ = True
+        try:
+            yield
+        finally:
+            self.active_ = False
+            self.module_stack_.clear()
+            for h in handles:
+                h.remove()
+
+    @contextlib.contextmanager
     def recording(self, record_calls: bool = True) -> Iterator[None]:
         """Active around a trace. ``record_calls``: take records at torch API calls (first
         trace); False when replaying a graph whose nodes already carry tokens."""
-        handles = []
         fx_traceback.current_stack = []
         with contextlib.ExitStack() as stack:
             stack.enter_context(fx_traceback.override_stack_trace())
             if record_calls:
-                handles.append(torch.nn.modules.module.register_module_forward_pre_hook(
-                    self._pre_hook))
-                handles.append(torch.nn.modules.module.register_module_forward_hook(
-                    self._post_hook))
+                stack.enter_context(self._watching_modules())
                 stack.enter_context(torch.autograd.set_detect_anomaly(True, check_nan=False))
                 stack.enter_context(_Mode(self))
-            self.active_ = record_calls
             try:
                 yield
             finally:
-                self.active_ = False
-                self.module_stack_.clear()
-                for h in handles:
-                    h.remove()
                 fx_traceback.current_stack = []
 
     def hook_backward(self, outputs: List[torch.Tensor]) -> None:
@@ -262,15 +267,6 @@ class MetaProvenance(Provenance):
     @contextlib.contextmanager
     def recording(self, record_calls: bool = True) -> Iterator[None]:
         """Active around an AOTAutograd capture."""
-        handles = [torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
-                   torch.nn.modules.module.register_module_forward_hook(self._post_hook)]
-        self.active_ = True
-        try:
-            # AOTAutograd's joint path preserves node meta itself; its inference path does not.
-            with fx_traceback.preserve_node_meta(), _Mode(self):
-                yield
-        finally:
-            self.active_ = False
-            self.module_stack_.clear()
-            for h in handles:
-                h.remove()
+        # AOTAutograd's joint path preserves node meta itself; its inference path does not.
+        with fx_traceback.preserve_node_meta(), self._watching_modules(), _Mode(self):
+            yield
