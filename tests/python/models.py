@@ -5,9 +5,13 @@ so repeated calls give identical weights and inputs. ``example_args`` is a tuple
 Models are returned in training mode; randomness that eager and an exported graph could not
 share (Dropout) is disabled with ``p=0``.
 
-``MODELS`` maps each name to its factory; ``build(name)`` builds one.
+``MODELS`` maps each name to its factory: the set both capture lanes export (torch 1.13 and
+torch 2.x). ``TORCH2_MODELS``: constructs torch 1.13's capture refuses and the torch 2.x capture
+exports (tests/python/test_torch2_constructs.py checks both). ``lane_models()`` is what the
+running torch exports; ``build(name)`` builds any of them.
 
-Names: mlp, cnn_bn, resnet18, mobilenet_v2, frozen, two_io.
+Names: mlp, cnn_bn, resnet18, mobilenet_v2, frozen, two_io, attention, upsample;
+torch 2.x only: autograd_function, one_hot, bn_momentum_none.
 """
 from __future__ import annotations
 
@@ -78,6 +82,85 @@ class TwoIO(nn.Module):
         return logits, logits.argmax(dim=-1)
 
 
+class Attention(nn.Module):
+    """A transformer encoder layer (self-attention, feed-forward, LayerNorm; dropout 0) and a
+    linear head; input float32[2, 5, 16] -> [2, 5, 4]. torch 2.x traces its attention to
+    ``_scaled_dot_product_flash_attention_for_cpu``, torch 1.13 to bmm + softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x))
+
+
+class Upsample(nn.Module):
+    """Conv-ReLU, nearest 2x upsampling (F.interpolate), Conv; input float32[2, 3, 6, 6] ->
+    [2, 2, 12, 12]. torch 2.x traces the upsampling to ``_unsafe_index``, torch 1.13 to
+    ``upsample_nearest2d``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 2, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv1(x))
+        return self.conv2(nn.functional.interpolate(y, scale_factor=2, mode="nearest"))
+
+
+class _ScaledReLU(torch.autograd.Function):
+    """A user autograd.Function: 2 * relu(x) with a hand-written backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0) * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * (x > 0)
+
+
+class AutogradFunction(nn.Module):
+    """Linear, then a user torch.autograd.Function; input float32[4, 8] -> [4, 8]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ScaledReLU.apply(self.fc(x))
+
+
+class OneHot(nn.Module):
+    """Features plus one-hot class embedding (F.one_hot(y, 5)): x float32[4, 6], y int64[4]
+    -> [4, 3]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6 + 5, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.cat([x, nn.functional.one_hot(y, 5).to(x.dtype)], dim=1))
+
+
+class BnMomentumNone(nn.Module):
+    """Linear then BatchNorm1d(momentum=None) (cumulative moving average of the batch
+    statistics); input float32[4, 6] -> [4, 6]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.bn = nn.BatchNorm1d(6, momentum=None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.fc(x))
+
+
 def build_mlp():
     torch.manual_seed(0)
     return MLP(), (torch.randn(4, 16),)
@@ -114,6 +197,33 @@ def build_two_io():
     return TwoIO(), (torch.randn(4, 8), torch.randn(4, 3))
 
 
+def build_attention():
+    torch.manual_seed(0)
+    return Attention(), (torch.randn(2, 5, 16),)
+
+
+def build_upsample():
+    torch.manual_seed(0)
+    return Upsample(), (torch.randn(2, 3, 6, 6),)
+
+
+def build_autograd_function():
+    torch.manual_seed(0)
+    return AutogradFunction(), (torch.randn(4, 8),)
+
+
+def build_one_hot():
+    torch.manual_seed(0)
+    return OneHot(), (torch.randn(4, 6), torch.tensor([0, 4, 2, 2]))
+
+
+def build_bn_momentum_none():
+    torch.manual_seed(0)
+    model = BnMomentumNone()
+    model.bn.num_batches_tracked.fill_(3)  # as after 3 steps: the factor is 1/4 next
+    return model, (torch.randn(4, 6),)
+
+
 MODELS: Dict[str, Factory] = {
     "mlp": build_mlp,
     "cnn_bn": build_cnn_bn,
@@ -121,12 +231,28 @@ MODELS: Dict[str, Factory] = {
     "mobilenet_v2": build_mobilenet_v2,
     "frozen": build_frozen,
     "two_io": build_two_io,
+    "attention": build_attention,
+    "upsample": build_upsample,
 }
+
+TORCH2_MODELS: Dict[str, Factory] = {
+    "autograd_function": build_autograd_function,
+    "one_hot": build_one_hot,
+    "bn_momentum_none": build_bn_momentum_none,
+}
+
+
+def lane_models() -> Dict[str, Factory]:
+    """The models the running torch's capture exports: MODELS, plus TORCH2_MODELS on torch 2."""
+    if int(torch.__version__.split(".")[0]) >= 2:
+        return {**MODELS, **TORCH2_MODELS}
+    return dict(MODELS)
 
 
 def build(name: str):
     """``MODELS[name]()``; KeyError names the known models."""
+    factories = {**MODELS, **TORCH2_MODELS}
     try:
-        return MODELS[name]()
+        return factories[name]()
     except KeyError:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(factories)}") from None

@@ -1,0 +1,180 @@
+"""The torch 2.x capture (capture_torch2): descriptors come from AOTAutograd's meta['desc'],
+one to one, never from positions. Runs on torch >= 2.9 only (lane 2)."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+import models
+import pt2rt
+from pt2rt import aot_descriptors
+from pt2rt.descriptors import InputKind, OutputKind
+from pt2rt.graph_ir import GraphRole
+
+pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                                reason="aot_export_joint_with_descriptors needs torch >= 2.9")
+
+
+def _aot_classes():
+    from torch._functorch._aot_autograd import descriptors as D
+    return {name: cls for name, cls in inspect.getmembers(D, inspect.isclass)
+            if dataclasses.is_dataclass(cls) and cls.__module__ == D.__name__
+            and dataclasses.fields(cls) or name.startswith("Philox")}
+
+
+def _sample(cls, D):
+    """An instance of AOTAutograd descriptor class ``cls`` with nested sample fields."""
+    values = {"target": "fc.weight", "idx": 2, "attr": "inner",
+              "grad_of": D.ParamAOTInput("fc.weight"),
+              "mutated_input": D.BufferAOTInput("bn.running_mean"),
+              "output": D.PlainAOTOutput(1), "base_of": None, "base": None}
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        v = values[f.name]
+        if f.name in ("base_of", "base"):
+            v = D.PlainAOTOutput(0) if cls.__name__.endswith("Output") else D.PlainAOTInput(0)
+        kwargs[f.name] = v
+    return cls(**kwargs)
+
+
+def test_every_aot_descriptor_class_maps_one_to_one():
+    """Every AOTInput/AOTOutput class of the running torch has a pt2rt kind, and the mapped
+    descriptor prints exactly as AOTAutograd's (same fields, same values)."""
+    from torch._functorch._aot_autograd import descriptors as D
+    seen_in, seen_out = set(), set()
+    for name, cls in _aot_classes().items():
+        if name in ("AOTInput", "AOTOutput", "DifferentiableAOTInput", "DifferentiableAOTOutput"):
+            continue
+        desc = _sample(cls, D)
+        if issubclass(cls, D.AOTInput):
+            ours = aot_descriptors.input_descriptor(desc)
+            seen_in.add(ours.kind)
+        else:
+            ours = aot_descriptors.output_descriptor(desc)
+            seen_out.add(ours.kind)
+        assert str(ours) == repr(desc), name
+    # every schema kind but pt2rt's own (Unknown; Saved/Constant inputs) comes from AOTAutograd
+    assert set(InputKind) - seen_in == {InputKind.Unknown, InputKind.Saved, InputKind.Constant}
+    assert set(OutputKind) - seen_out == {OutputKind.Unknown}
+
+
+def test_unknown_descriptor_class_is_refused():
+    @dataclasses.dataclass(frozen=True)
+    class FutureAOTInput:
+        idx: int
+    with pytest.raises(pt2rt.CaptureError, match="FutureAOTInput.*no pt2rt equivalent"):
+        aot_descriptors.input_descriptor(FutureAOTInput(0))
+
+
+def _reverse_io(jd):
+    """Reverses the order of the joint/inference graph's placeholders and outputs, keeping each
+    one's meta['desc']: a capture that read descriptors by position would now mislabel them."""
+    g = jd.graph_module.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    first = next(iter(g.nodes))
+    for p in placeholders:  # each moved to the front: reversed order
+        first.prepend(p)
+        first = p
+    out = next(n for n in g.nodes if n.op == "output")
+    out.args = (type(out.args[0])(reversed(out.args[0])),)
+    out.meta["desc"] = list(reversed(out.meta["desc"]))
+    jd.graph_module.recompile()
+    return jd
+
+
+def _descriptor_sets(exported):
+    return {g.role: (sorted(map(str, g.inputs)), sorted(map(str, g.outputs)))
+            for g in exported.graphs}
+
+
+@pytest.mark.parametrize("name", ["cnn_bn", "two_io"])
+def test_descriptors_follow_meta_desc_not_positions(name, monkeypatch, tmp_path):
+    """The same model captured with AOTAutograd's graphs in reversed placeholder/output order
+    gets the same descriptors and still trains like eager: every descriptor came from
+    meta['desc']."""
+    from torch._functorch import aot_autograd
+    model, args = models.build(name)
+    reference = pt2rt.export(model, args)
+
+    original = aot_autograd.aot_export_joint_with_descriptors
+    monkeypatch.setattr(aot_autograd, "aot_export_joint_with_descriptors",
+                        lambda *a, **k: _reverse_io(original(*a, **k)))
+    model, args = models.build(name)
+    reversed_io = pt2rt.export(model, args)
+    joint_inputs = [n.name for n in reversed_io.graph(GraphRole.Forward).placeholders()]
+    assert joint_inputs != sorted(joint_inputs, key=lambda s: int(s.split("_")[-1])
+                                  if s.split("_")[-1].isdigit() else 0)
+    assert _descriptor_sets(reversed_io) == _descriptor_sets(reference)
+
+    path = str(tmp_path / "reversed.pt2")
+    reversed_io.save(path)
+    step = pt2rt.load(path).train_step(*args)
+    ref_path = str(tmp_path / "reference.pt2")
+    reference.save(ref_path)
+    ref_step = pt2rt.load(ref_path).train_step(*args)
+    for a, b in zip(step.outputs, ref_step.outputs):
+        torch.testing.assert_close(a, b)
+    assert sorted(step.grads) == sorted(ref_step.grads)
+    for n in ref_step.grads:
+        torch.testing.assert_close(step.grads[n], ref_step.grads[n])
+    for n in ref_step.buffers:
+        torch.testing.assert_close(step.buffers[n], ref_step.buffers[n])
+
+
+def test_archive_descriptors_are_aot_autograds(monkeypatch):
+    """The forward graph's inputs and the joint's outputs print exactly as the meta['desc'] of
+    the graph AOTAutograd returned."""
+    from torch._functorch import aot_autograd
+    seen = []
+    original = aot_autograd.aot_export_joint_with_descriptors
+
+    def record(*a, **k):
+        jd = original(*a, **k)
+        g = jd.graph_module.graph
+        seen.append(([repr(n.meta["desc"]) for n in g.nodes if n.op == "placeholder"],
+                     [repr(d) for d in next(n for n in g.nodes if n.op == "output").meta["desc"]
+                      if d is not None]))
+        return jd
+
+    monkeypatch.setattr(aot_autograd, "aot_export_joint_with_descriptors", record)
+    model, args = models.build("cnn_bn")
+    exported = pt2rt.export(model, args)
+    (inf_in, inf_out), (joint_in, joint_out) = seen
+    inference = exported.graph(GraphRole.Inference)
+    assert [str(d) for d in inference.inputs] == inf_in
+    assert [str(d) for d in inference.outputs] == inf_out
+    fwd, bwd = exported.graph(GraphRole.Forward), exported.graph(GraphRole.Backward)
+    assert sorted(map(str, fwd.inputs)) == sorted(d for d in joint_in if "Tangent" not in d)
+    joint_fwd = [d for d in joint_out if not d.startswith("GradAOTOutput")]
+    assert [str(d) for d in fwd.outputs if not d.is_saved()] == joint_fwd
+    assert [str(d) for d in bwd.outputs] == [d for d in joint_out
+                                             if d.startswith("GradAOTOutput")]
+    kinds = {d.kind for g in exported.graphs for d in g.inputs} | \
+        {d.kind for g in exported.graphs for d in g.outputs}
+    assert kinds == {InputKind.Param, InputKind.Buffer, InputKind.Plain, InputKind.Tangent,
+                     InputKind.Saved, OutputKind.Plain, OutputKind.InputMutation,
+                     OutputKind.Grad, OutputKind.Saved}
+
+
+def test_decompositions_option_is_passed_to_the_capture():
+    """decompositions=: aten.addmm replaced by what the function traces (mm + add)."""
+    from torch._decomp import get_decompositions
+    model, args = models.build("mlp")
+    exported = pt2rt.export(model, args,
+                            decompositions=get_decompositions([torch.ops.aten.addmm]))
+    ops = {o.qualified() for o in exported.program.operators}
+    assert "aten::addmm" not in ops and "aten::mm" in ops
+
+
+def test_tied_weights_merge_into_one_parameter():
+    from test_capture_features import Tied  # noqa: WPS433 - shared model
+    torch.manual_seed(0)
+    model, x = Tied(), torch.randn(3, 6)
+    exported = pt2rt.export(model, (x,))
+    params = [d.fqn for d in exported.graph(GraphRole.Forward).inputs
+              if d.kind is InputKind.Param]
+    grads = [d.of.fqn for d in exported.graph(GraphRole.Backward).outputs]
+    assert params == ["enc.weight"] and grads == ["enc.weight"]
