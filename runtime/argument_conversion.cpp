@@ -68,8 +68,10 @@ class Converter {
                       sarg_.real_type()->annotation_str() + "): " + what);
   }
   [[noreturn]] void mismatch(const ArgumentValue& v) const {
-    fail(std::string("the archive gives a ") + argument_kind_name(v) +
-         ", which does not fit this type");
+    throw SchemaMismatch(ctx_, sarg_.name(),
+                         std::string("(runtime schema type ") +
+                             sarg_.real_type()->annotation_str() + "): the archive gives a " +
+                             argument_kind_name(v) + ", which does not fit this type");
   }
 
   static PlannedArg constant(c10::IValue v) {
@@ -157,7 +159,10 @@ class Converter {
     a.kind = plain ? PlannedArg::Kind::TensorList : PlannedArg::Kind::OptionalTensorList;
     for (int64_t id : l.values) {
       if (id == -1) {
-        if (plain) fail("a None element in a Tensor[] (not Tensor?[]) argument");
+        if (plain) {
+          throw SchemaMismatch(ctx_, sarg_.name(),
+                               "(runtime schema type Tensor[]): the archive gives a None element");
+        }
       } else {
         check_value(id, ValueKind::Tensor);
       }
@@ -366,6 +371,13 @@ class Converter {
 
 }  // namespace
 
+SchemaMismatch::SchemaMismatch(const NodeContext& ctx, std::string argument_, std::string problem_)
+    : FormatError(ctx.describe() + ": " +
+                  (argument_.empty() ? problem_ : "argument '" + argument_ + "' " + problem_)),
+      where(ctx.describe()),
+      argument(std::move(argument_)),
+      problem(std::move(problem_)) {}
+
 std::string NodeContext::describe() const {
   const Node& n = node();
   std::ostringstream os;
@@ -395,8 +407,8 @@ std::vector<PlannedArg> plan_arguments(const NodeContext& ctx, const c10::Functi
     size_t j = 0;
     while (j < sargs.size() && sargs[j].name() != a.name) ++j;
     if (j == sargs.size()) {
-      throw FormatError(ctx.describe() + ": argument '" + a.name +
-                        "' is not in the running LibTorch's schema " + c10::toString(schema));
+      throw SchemaMismatch(ctx, a.name,
+                           "is not in the running LibTorch's schema " + c10::toString(schema));
     }
     if (assigned[j]) {
       throw FormatError(ctx.describe() + ": argument '" + a.name + "' is given twice");
@@ -417,9 +429,9 @@ std::vector<PlannedArg> plan_arguments(const NodeContext& ctx, const c10::Functi
       d.constant = *sarg.default_value();
       planned.push_back(std::move(d));
     } else {
-      throw FormatError(ctx.describe() + ": argument '" + sarg.name() +
-                        "' is missing and has no default in the running LibTorch's schema " +
-                        c10::toString(schema));
+      throw SchemaMismatch(ctx, sarg.name(),
+                           "is missing and has no default in the running LibTorch's schema " +
+                               c10::toString(schema));
     }
   }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "pt2rt/errors.h"
 #include "pt2rt/program.h"
 
 namespace pt2rt {
@@ -51,10 +52,23 @@ struct NodeContext {
   std::string describe() const;
 };
 
+/// An archive argument that does not fit the runtime schema: unknown to it, missing without a
+/// default, or of a kind its type does not take. A FormatError (the archive disagrees with the
+/// schema it recorded) unless the running schema differs from the recorded one — then the
+/// caller reports it as a version difference (op_resolution.h, ResolutionReport).
+class SchemaMismatch : public FormatError {
+ public:
+  SchemaMismatch(const NodeContext& ctx, std::string argument, std::string problem);
+  std::string where;     ///< NodeContext::describe()
+  std::string argument;  ///< the argument's name; empty for the node's returns
+  std::string problem;   ///< e.g. "is not in the running schema aten::foo(...)"
+};
+
 /// Plans the node's arguments: one PlannedArg per argument of `schema`, in schema order.
-/// @throws FormatError naming the graph, node, op and argument when an archive argument's
-///   kind does not fit the schema type, refers to a value of the wrong kind or out of range,
-///   is unknown to the runtime schema, given twice, or missing without a schema default.
+/// @throws SchemaMismatch when an archive argument's kind does not fit the schema type, is
+///   unknown to the runtime schema, or is missing without a schema default;
+///   FormatError naming the graph, node, op and argument when it refers to a value of the
+///   wrong kind or out of range, or is given twice.
 std::vector<PlannedArg> plan_arguments(const NodeContext& ctx, const c10::FunctionSchema& schema);
 
 /// Appends every slot `arg` reads to `out` (for liveness analysis).

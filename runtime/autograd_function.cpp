@@ -17,7 +17,9 @@ struct StateCapsule : torch::CustomClassHolder {
 };
 
 constexpr const char* kStateKey = "pt2rt.state";
-constexpr const char* kNonTensorKey = "pt2rt.saved_non_tensors";
+/// Saved values kept on ctx instead of save_for_backward: non-tensors (SymInts) and the
+/// SavedNoVcCheck activations (no version-counter check, as AOTAutograd's runtime does).
+constexpr const char* kStashKey = "pt2rt.saved_on_ctx";
 
 struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
   static variable_list forward(AutogradContext* ctx,
@@ -55,16 +57,21 @@ struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
 
     variable_list to_save;
     to_save.reserve(saved.size());
-    bool has_non_tensor = false;
-    for (const c10::IValue& v : saved) {
-      to_save.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
-      has_non_tensor |= !v.isTensor() && !v.isNone();
+    std::vector<bool> stash(saved.size());
+    bool has_stash = false;
+    for (size_t k = 0; k < saved.size(); ++k) {
+      const c10::IValue& v = saved[k];
+      stash[k] = !v.isTensor() || fw.bindings.saved_without_version_check[k];
+      to_save.push_back(stash[k] ? at::Tensor() : v.toTensor());
+      has_stash |= stash[k] && !v.isNone();
     }
     ctx->save_for_backward(std::move(to_save));
-    if (has_non_tensor) {
-      c10::impl::GenericList non_tensors(c10::AnyType::get());
-      for (const c10::IValue& v : saved) non_tensors.push_back(v.isTensor() ? c10::IValue() : v);
-      ctx->saved_data[kNonTensorKey] = std::move(non_tensors);
+    if (has_stash) {
+      c10::impl::GenericList stashed(c10::AnyType::get());
+      for (size_t k = 0; k < saved.size(); ++k) {
+        stashed.push_back(stash[k] ? saved[k] : c10::IValue());
+      }
+      ctx->saved_data[kStashKey] = std::move(stashed);
     }
     ctx->saved_data[kStateKey] = c10::IValue::make_capsule(c10::make_intrusive<StateCapsule>(state));
 
@@ -83,11 +90,11 @@ struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
 
     variable_list saved_vars = ctx->get_saved_variables();
     std::vector<c10::IValue> saved(saved_vars.begin(), saved_vars.end());
-    auto it = ctx->saved_data.find(kNonTensorKey);
+    auto it = ctx->saved_data.find(kStashKey);
     if (it != ctx->saved_data.end()) {
-      auto non_tensors = it->second.toList();
+      auto stashed = it->second.toList();
       for (size_t k = 0; k < saved.size(); ++k) {
-        c10::IValue v = non_tensors.get(k);
+        c10::IValue v = stashed.get(k);
         if (!v.isNone()) saved[k] = v;
       }
     }

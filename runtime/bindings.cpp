@@ -60,9 +60,18 @@ class Binder {
                                out.value});
           break;
         case OutputKind::Saved:
+        case OutputKind::SavedNoVcCheck: {
           require_role(graph_.role == GraphRole::Forward);
-          b.outputs.push_back({OutputSink::Saved, claim(saved_out, d.idx, j), out.value});
+          size_t k = claim(saved_out, d.idx, j);
+          b.outputs.push_back({OutputSink::Saved, k, out.value});
+          if (d.kind == OutputKind::SavedNoVcCheck) {
+            if (b.saved_without_version_check.size() <= k) {
+              b.saved_without_version_check.resize(k + 1, false);
+            }
+            b.saved_without_version_check[k] = true;
+          }
           break;
+        }
         case OutputKind::InputMutation:
           require_role(graph_.role != GraphRole::Backward);
           if (!d.of) fail("InputMutation without the mutated input");
@@ -96,6 +105,7 @@ class Binder {
     std::vector<size_t> out_positions = dense(user_outputs, "Plain outputs");
     for (size_t v : out_positions) b.user_output_values.push_back(static_cast<int64_t>(v));
     if (graph_.role == GraphRole::Forward) b.num_saved = dense(saved_out, "Saved outputs").size();
+    b.saved_without_version_check.resize(b.num_saved, false);
     return b;
   }
 

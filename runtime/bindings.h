@@ -11,12 +11,13 @@
 //   outputs  Plain(i)                    → UserOutput i
 //            InputMutation(of=Buffer)    → MutatedWeight (weight index)
 //            InputMutation(of=Plain(i))  → MutatedUserInput i
-//            Saved(k)                    → Saved k            (forward only)
+//            Saved(k), SavedNoVcCheck(k) → Saved k            (forward only)
 //            Grad(of=Param(fqn))         → WeightGrad (weight index)   (backward only)
 //            Grad(of=Plain(i))           → UserInputGrad i             (backward only)
 //
-// Any other descriptor (Philox seeds, tokens, subclass pieces, view/synthetic bases) is
-// representable in the archive but not handled by this runtime: loading fails naming it.
+// Any other descriptor (Philox seeds and offsets, effect tokens, subclass pieces, view and
+// synthetic bases, intermediate bases, metadata mutations, Dummy) is representable in the
+// archive but not handled by this runtime: loading fails naming it.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,9 @@ struct GraphBindings {
   /// Graph value id of user output i (Plain(i)).
   std::vector<int64_t> user_output_values;
   size_t num_saved = 0;                ///< Saved(k) count (forward outputs / backward inputs)
+  /// Per Saved k (forward): SavedNoVcCheck — AOTAutograd's activations stashed on ctx without
+  /// a version-counter check (a custom autograd.Function's `ctx.x = x`), kept the same way.
+  std::vector<bool> saved_without_version_check;
   size_t num_tangents = 0;
 };
 

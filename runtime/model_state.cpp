@@ -34,10 +34,10 @@ void check_weights(const Program& program, const std::vector<at::Tensor>& weight
 
 CompiledGraph compile_graph(const std::shared_ptr<const Program>& program, const Graph& graph,
                             const std::vector<ResolvedOp>& ops, const WeightIndex& weights,
-                            c10::Device device) {
+                            c10::Device device, ResolutionReport& report) {
   CompiledGraph g;
   g.bindings = bind_graph(*program, graph, weights);
-  g.plan = ExecutionPlan::build(program, graph, ops, device);
+  g.plan = ExecutionPlan::build(program, graph, ops, device, &report);
   return g;
 }
 
@@ -106,13 +106,16 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
     }
   }
 
-  const std::vector<ResolvedOp> ops = resolve_operators(*program);
+  // Everything the running LibTorch lacks (operators, overloads, arguments, in every graph) is
+  // collected first and thrown as one OpResolutionError.
+  ResolutionReport report;
+  const std::vector<ResolvedOp> ops = resolve_operators(*program, &report);
   const WeightIndex index = index_weights(*program);
   if (const Graph* g = program->graph(GraphRole::Inference)) {
-    state->inference = compile_graph(program, *g, ops, index, device);
+    state->inference = compile_graph(program, *g, ops, index, device, report);
   }
   if (const Graph* g = program->graph(GraphRole::Forward)) {
-    state->forward = compile_graph(program, *g, ops, index, device);
+    state->forward = compile_graph(program, *g, ops, index, device, report);
     for (int64_t v : state->forward->bindings.user_output_values) {
       const Value* value = v >= 0 ? &g->values[v] : nullptr;
       bool diff = value && value->kind == ValueKind::Tensor && value->meta &&
@@ -122,8 +125,9 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   }
   if (const Graph* g = program->graph(GraphRole::Backward)) {
     if (!state->forward) throw FormatError("program.fb: a backward graph without a forward graph");
-    state->backward = compile_graph(program, *g, ops, index, device);
+    state->backward = compile_graph(program, *g, ops, index, device, report);
   }
+  report.throw_if_any(*program);
   if (!state->inference && !state->forward) {
     throw FormatError("program.fb: no inference and no forward graph");
   }

@@ -7,11 +7,19 @@
 #include "pt2rt/errors.h"
 
 namespace pt2rt {
+namespace {
+
+std::string graph_where(const Graph& graph, size_t node) {
+  return std::string("graph ") + to_string(graph.role) + ", node " + std::to_string(node);
+}
+
+}  // namespace
 
 std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Program> program,
                                                     const Graph& graph,
                                                     const std::vector<ResolvedOp>& ops,
-                                                    c10::Device device) {
+                                                    c10::Device device,
+                                                    ResolutionReport* report) {
   std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
   plan->graph_ = &graph;
   plan->device_ = device;
@@ -42,17 +50,31 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
                         " operators)");
     }
     const ResolvedOp& rop = ops[node.op];
-    NodeContext ctx{*program, graph, i, program->operators[node.op], device};
-    const c10::FunctionSchema& schema = rop.schema();
-    if (node.outputs.size() != schema.returns().size()) {
-      throw FormatError(ctx.describe() + ": the node has " + std::to_string(node.outputs.size()) +
-                        " outputs but the running LibTorch's schema returns " +
-                        std::to_string(schema.returns().size()) + ": " + c10::toString(schema));
+    const Operator& op = program->operators[node.op];
+    if (!rop.resolved()) {
+      if (report) continue;  // already reported as a missing operator
+      throw OpResolutionError(graph_where(graph, i) + ": operator " + op.qualified() +
+                              " is not resolved");
     }
+    NodeContext ctx{*program, graph, i, op, device};
+    const c10::FunctionSchema& schema = rop.schema();
     Instruction ins;
+    try {
+      if (node.outputs.size() != schema.returns().size()) {
+        throw SchemaMismatch(ctx, "",
+                             "the node has " + std::to_string(node.outputs.size()) +
+                                 " outputs but the running LibTorch's schema returns " +
+                                 std::to_string(schema.returns().size()) + ": " +
+                                 c10::toString(schema));
+      }
+      ins.args = plan_arguments(ctx, schema);
+    } catch (const SchemaMismatch& m) {
+      if (!report || !rop.schema_differs) throw;
+      report->mismatch(op, m.argument, m.problem, m.where);
+      continue;
+    }
     ins.op = rop.handle;
     ins.native = rop.native ? rop.native->kernel : nullptr;
-    ins.args = plan_arguments(ctx, schema);
     ins.node = static_cast<uint32_t>(i);
     for (ValueId v : node.outputs) {
       if (v >= num_values) {

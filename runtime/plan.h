@@ -48,12 +48,17 @@ class ExecutionPlan {
  public:
   /// Compiles `graph` (which must belong to `program`) for `device`.
   /// @param ops  resolve_operators(*program), shared by every graph of the program.
+  /// @param report  where version differences go (see op_resolution.h): nodes of unresolved
+  ///   ops are skipped, and arguments or output counts that do not fit a running schema which
+  ///   differs from the recorded one are recorded there instead of thrown. The plan is then
+  ///   incomplete: the caller throws the report when it is not empty.
   /// @throws FormatError: an argument does not fit the runtime schema, a node's output count
   ///   differs from the schema's returns, a graph output refers to an unknown value.
   static std::unique_ptr<ExecutionPlan> build(std::shared_ptr<const Program> program,
                                               const Graph& graph,
                                               const std::vector<ResolvedOp>& ops,
-                                              c10::Device device);
+                                              c10::Device device,
+                                              ResolutionReport* report = nullptr);
 
   /// Runs the graph. `inputs[i]` binds Graph::inputs[i] (moved into the frame).
   /// @returns one IValue per Graph::outputs entry (None for an output of value -1).

@@ -7,7 +7,9 @@
 //   FormatError        the archive is not a valid pt2rt v1 archive (not a zip, wrong
 //                      archive_format, future major version, Verifier failure, bad
 //                      value id, weight entry of the wrong length, ...)
-//   OpResolutionError  ops the running LibTorch does not have, all listed at once
+//   OpResolutionError  what the running LibTorch lacks for this archive — operators, overloads,
+//                      arguments its schemas do not take — all listed at once, with the torch
+//                      version that exported the archive and the one running
 //   InputError         a user input (or CLI argument) of the wrong count, dtype, rank,
 //                      size or device
 //   ExecutionError     a kernel failed while running a graph; wraps the dispatcher's
@@ -17,6 +19,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace pt2rt {
 
@@ -42,8 +45,16 @@ class FormatError : public Error {
 
 class OpResolutionError : public Error {
  public:
-  explicit OpResolutionError(const std::string& what)
-      : Error("pt2rt::OpResolutionError: ", what) {}
+  /// @param missing  one entry per thing the running LibTorch lacks, as listed in the message:
+  ///   "aten::name.overload" for an operator or overload, "aten::name.overload(argument)" for
+  ///   an argument, "aten::name.overload(->)" for a node whose outputs differ from the returns.
+  explicit OpResolutionError(const std::string& what, std::vector<std::string> missing = {})
+      : Error("pt2rt::OpResolutionError: ", what), missing_(std::move(missing)) {}
+  /// What the message lists (see the constructor), in the message's order.
+  const std::vector<std::string>& missing() const noexcept { return missing_; }
+
+ private:
+  std::vector<std::string> missing_;
 };
 
 class InputError : public Error {

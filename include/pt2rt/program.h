@@ -130,7 +130,10 @@ struct Argument {
 struct Operator {
   std::string name;
   std::string overload;
-  std::string schema;       ///< schema string seen at export (diagnostics only)
+  /// Schema string seen at export. When it differs from the running LibTorch's, the archive
+  /// comes from another torch version: arguments that do not fit are reported in the
+  /// OpResolutionError (not as a damaged archive).
+  std::string schema;
   /// "aten::addmm" or "aten::add.Tensor".
   std::string qualified() const { return overload.empty() ? name : name + "." + overload; }
 };

@@ -6,6 +6,7 @@
 
 #include "fixture.h"
 #include "pt2rt/archive.h"
+#include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/program.h"
 
@@ -33,7 +34,7 @@ fbs::GraphT& graph(fbs::ProgramT& p, fbs::GraphRole role) {
 TEST_CASE("program: fixture decodes to the expected IR", "[loader][program]") {
   auto p = decode(*make_program());
   CHECK(p->schema_major == 1);
-  CHECK(p->schema_minor == 0);
+  CHECK(p->schema_minor == kSchemaMinor);
   CHECK(p->producer.torch_version == "1.13.1");
   REQUIRE(p->operators.size() == 3);
   CHECK(p->operators[0].qualified() == "aten::mul.Tensor");
@@ -151,7 +152,8 @@ TEST_CASE("bad input: future schema major version", "[loader][bad-input]") {
   auto p = make_program();
   p->schema_version->major = 2;
   p->schema_version->minor = 3;
-  CHECK_THROWS_WITH(decode(*p), Contains("schema version 2.3 is newer than this reader's schema version 1.0"));
+  CHECK_THROWS_WITH(decode(*p), Contains("schema version 2.3 is newer than this reader's schema version 1." +
+                                         std::to_string(kSchemaMinor)));
 }
 
 // One row per corruption: the test name, the mutation of the valid fixture, and what the

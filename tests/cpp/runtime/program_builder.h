@@ -81,6 +81,13 @@ inline OutputDescriptor saved_out(int64_t k) {
   d.idx = k;
   return d;
 }
+
+inline OutputDescriptor saved_no_vc_out(int64_t k) {
+  OutputDescriptor d;
+  d.kind = OutputKind::SavedNoVcCheck;
+  d.idx = k;
+  return d;
+}
 inline InputDescriptor tangent(int64_t output) {
   InputDescriptor d;
   d.kind = InputKind::Tangent;

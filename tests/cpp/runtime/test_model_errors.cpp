@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 #include "catch_compat.h"
 
+#include <algorithm>
+
 #include "assert_close.h"
 #include "fixtures.h"
 #include "model_impl.h"
+#include "op_resolution.h"
 #include "pt2rt/archive.h"
 #include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
@@ -130,5 +133,66 @@ TEST_CASE("the bundled example references agree with the runtime", "[parity]") {
                                       at::TensorOptions().dtype(r.dtype));
       CHECK(assert_close(out[i], want).message == "");
     }
+  }
+}
+
+TEST_CASE("operators and arguments of another torch version are reported in one "
+          "OpResolutionError", "[errors]") {
+  Loaded l = load_parts("mlp");
+  Program& p = *l.program;
+  p.producer.torch_version = "9.9.0";
+  auto index_of = [&](const std::string& qualified) {
+    for (size_t i = 0; i < p.operators.size(); ++i) {
+      if (p.operators[i].qualified() == qualified) return i;
+    }
+    FAIL("no operator " << qualified);
+    return size_t(0);
+  };
+  const size_t addmm = index_of("aten::addmm"), relu = index_of("aten::relu"),
+               t = index_of("aten::t");
+  // A newer torch's addmm with a keyword argument this LibTorch lacks, a relu with an extra
+  // positional one, and an operator this LibTorch does not have at all.
+  p.operators[addmm].schema =
+      "aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, "
+      "bool future_flag=False) -> Tensor";
+  p.operators[relu].schema = "aten::relu(Tensor self, int future_positional=0) -> Tensor";
+  p.operators[t].name = "aten::t_from_the_future";
+  size_t addmm_nodes = 0;
+  for (Graph& g : p.graphs) {
+    for (Node& n : g.nodes) {
+      if (n.op == addmm) {
+        n.args.push_back(Argument{"future_flag", true, true});
+        ++addmm_nodes;
+      }
+      if (n.op == relu) n.args.push_back(Argument{"future_positional", int64_t(3), false});
+    }
+  }
+  REQUIRE(addmm_nodes > 1);
+
+  SECTION("every operator and argument, once, with both torch versions") {
+    try {
+      Model::from_program(l.program, l.weights);
+      FAIL("expected OpResolutionError");
+    } catch (const OpResolutionError& e) {
+      std::vector<std::string> got = e.missing();
+      std::sort(got.begin(), got.end());
+      CHECK(got == std::vector<std::string>{"aten::addmm(future_flag)",
+                                            "aten::relu(future_positional)",
+                                            "aten::t_from_the_future"});
+      CHECK_THAT(e.what(), Contains("exported with torch 9.9.0") &&
+                               Contains("running torch " + running_torch_version()) &&
+                               Contains("1 operator is not available") &&
+                               Contains("2 arguments do not fit") &&
+                               Contains("argument 'future_flag' is not in the running") &&
+                               Contains("and " + std::to_string(addmm_nodes - 1) + " more node"));
+    }
+  }
+  SECTION("the same mismatch against the schema the archive recorded is a damaged archive") {
+    p.operators[t].name = "aten::t";
+    p.operators[relu].schema = "";  // no recorded schema to differ from
+    p.operators[addmm].schema = "";
+    CHECK_THROWS_AS(Model::from_program(l.program, l.weights), FormatError);
+    CHECK_THROWS_WITH(Model::from_program(l.program, l.weights),
+                      Contains("is not in the running LibTorch's schema"));
   }
 }

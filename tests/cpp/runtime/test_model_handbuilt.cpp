@@ -20,7 +20,7 @@ using pt2rt::test::Contains;
 
 namespace {
 
-std::shared_ptr<Program> scale_program(bool input_grad = false) {
+std::shared_ptr<Program> scale_program(bool input_grad = false, bool no_vc_check = false) {
   ProgramBuilder pb;
   pb.reserve_graphs(3);
   pb.weight("w", WeightKind::Parameter, at::kFloat, {3}, true);
@@ -49,7 +49,7 @@ std::shared_ptr<Program> scale_program(bool input_grad = false) {
     g.output(plain_out(0), y);
     g.output(plain_out(1), k);
     g.output(mutation_of(buffer("count")), c1);
-    g.output(saved_out(0), x);
+    g.output(no_vc_check ? saved_no_vc_out(0) : saved_out(0), x);
     if (input_grad) g.output(saved_out(1), w);
   }
   {
@@ -74,6 +74,27 @@ Model scale_model() {
 }
 
 }  // namespace
+
+TEST_CASE("SavedNoVcCheck activations are kept without a version-counter check",
+          "[model][autograd]") {
+  // AOTAutograd's SavedForBackwardsNoVcCheckAOTOutput: an activation eager would stash on ctx
+  // (no save_for_backward); modifying it in place after the forward is then no error.
+  for (bool no_vc_check : {false, true}) {
+    INFO("SavedNoVcCheck: " << no_vc_check);
+    Model m = Model::from_program(scale_program(false, no_vc_check),
+                                  {at::tensor({1.f, 2.f, 3.f}), at::scalar_tensor(5, at::kLong)});
+    m.train();
+    at::Tensor x = at::tensor({1.f, -2.f, 3.f});
+    at::Tensor loss = m.forward({x})[0].sum();
+    x.add_(1);  // bumps the version of Saved(0) (= x) after the forward kept it
+    if (no_vc_check) {
+      loss.backward();
+      CHECK(m.parameters()[0].grad().equal(x));  // d(sum(x*w))/dw read from the stashed x
+    } else {
+      CHECK_THROWS_WITH(loss.backward(), Contains("modified by an inplace operation"));
+    }
+  }
+}
 
 TEST_CASE("training forward is one autograd node: grads, buffers, non-differentiable outputs",
           "[model][autograd]") {
