@@ -4,7 +4,9 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/irange.h>
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
@@ -72,6 +74,32 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   if (!out) throw UsageError("cannot write " + path);
 }
 
+/// torch::jit::pickle_save without type tags: the same zip (data.pkl + data/<key> storages),
+/// but lists and dicts pickled as plain Python containers. pickle_save tags them with
+/// torch.jit._pickle.restore_type_tag / build_tensorlist, which torch.load refuses by default
+/// since torch 2.6 (weights_only=True allows no such globals).
+std::vector<char> pickle_save_plain(const c10::IValue& value) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> file;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) {
+      const char* bytes = static_cast<const char*>(data);
+      file.insert(file.end(), bytes, bytes + n);
+      return n;
+    });
+    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                       writer);
+  }  // the writer's destructor writes the zip's central directory
+  return file;
+}
+
 at::Tensor for_saving(const at::Tensor& t) {
   // pickle_save writes the whole storage of a view; a contiguous CPU copy keeps files small.
   return t.defined() ? t.detach().to(at::kCPU).contiguous() : t;
@@ -119,16 +147,16 @@ std::pair<at::Tensor, at::Tensor> load_dataset(const std::string& path, const st
 }
 
 void save_tensor_list(const std::string& path, const std::vector<at::Tensor>& tensors) {
-  c10::impl::GenericList list(c10::TensorType::get());
+  c10::impl::GenericList list(c10::AnyType::get());  // a typed Tensor[] pickles as build_tensorlist
   for (const auto& t : tensors) list.push_back(for_saving(t));
-  write_bytes(path, torch::jit::pickle_save(list));
+  write_bytes(path, pickle_save_plain(list));
 }
 
 void save_tensor_dict(const std::string& path,
                       const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
   for (const auto& [name, t] : tensors) dict.insert(name, for_saving(t));
-  write_bytes(path, torch::jit::pickle_save(dict));
+  write_bytes(path, pickle_save_plain(dict));
 }
 
 at::Tensor to_tensor(const TensorData& data) {

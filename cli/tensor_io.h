@@ -2,8 +2,10 @@
 //
 // Files given to the CLI (in.pt, out.pt, train.pt, grads.pt) are what Python's
 // `torch.save` writes with its default (zip) serialization and `torch.load` reads.
-// They are written with `torch::jit::pickle_save` (torch/csrc/jit/serialization/pickle.h) and
-// read like `torch::jit::pickle_load`, with one fix-up for LibTorch 1.13 (pickle_compat.h).
+// They are written like `torch::jit::pickle_save` (torch/csrc/jit/serialization/pickle.h) but
+// without TorchScript type tags, so torch.load's default weights_only=True (torch >= 2.6)
+// reads them, and read like `torch::jit::pickle_load`, with one fix-up for LibTorch 1.13
+// (pickle_compat.h).
 // Only plain data is accepted (tensors, lists, tuples, dicts): the unpickler builds no
 // Python objects. The model archive itself never holds pickles.
 #pragma once

@@ -4,11 +4,15 @@ import json
 import pytest
 import torch
 
+from pt2rt import constants
+
+SCHEMA = f"{constants.SCHEMA_MAJOR}.{constants.SCHEMA_MINOR}"
+
 
 def test_text_summary(cli, archives):
     a = archives.get("cnn_bn")
     out = cli.ok("inspect", a.path).out
-    assert "pt2rt archive v1" in out and "schema 1.0" in out
+    assert "pt2rt archive v1" in out and f"schema {SCHEMA}" in out
     assert f"torch {torch.__version__}" in out
     assert "input 0 (x): float32[4, 1, 16, 16]" in out
     assert "output 0: float32[4, 10]" in out
@@ -28,7 +32,8 @@ def test_json_has_the_documented_keys(cli, archives):
                 "range_constraints", "signature", "examples"):
         assert key in j, key
     assert j["archive_version"] == "1"
-    assert j["schema_version"] == {"major": 1, "minor": 0}
+    assert j["schema_version"] == {"major": constants.SCHEMA_MAJOR,
+                                   "minor": constants.SCHEMA_MINOR}
     assert j["producer"]["torch_version"] == str(torch.__version__)
     roles = [g["role"] for g in j["graphs"]]
     assert sorted(roles) == ["backward", "forward", "inference"]
