@@ -4,10 +4,14 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
+
+#include "cross_expectations.h"
+#include "op_resolution.h"
 
 namespace pt2rt::test {
 namespace {
@@ -30,7 +34,35 @@ std::string fixtures_dir() {
 #endif
 }
 
-std::vector<std::string> fixture_models() {
+std::string reference_dir() {
+  const char* dir = std::getenv("PT2RT_REFERENCE_FIXTURES");
+  return dir && *dir ? std::string(dir) : fixtures_dir();
+}
+
+namespace {
+
+std::string torch_version_in(const std::string& dir) {
+  std::ifstream f(dir + "/torch_version");
+  std::string version;
+  if (!f || !std::getline(f, version) || version.empty()) {
+    throw std::runtime_error("missing " + dir + "/torch_version");
+  }
+  return version;
+}
+
+}  // namespace
+
+std::string fixtures_torch_version() { return torch_version_in(fixtures_dir()); }
+
+std::string reference_torch_version() { return torch_version_in(reference_dir()); }
+
+std::string release_of(const std::string& version) {
+  size_t n = 0;
+  while (n < version.size() && (std::isdigit(static_cast<unsigned char>(version[n])) || version[n] == '.')) ++n;
+  return version.substr(0, n);
+}
+
+std::vector<std::string> all_fixture_models() {
   std::ifstream f(fixtures_dir() + "/models.txt");
   if (!f) throw std::runtime_error("missing " + fixtures_dir() + "/models.txt");
   std::vector<std::string> names;
@@ -40,12 +72,23 @@ std::vector<std::string> fixture_models() {
   return names;
 }
 
+std::vector<std::string> fixture_models() {
+  const std::string exported = fixtures_torch_version();
+  std::vector<std::string> names;
+  for (const std::string& name : all_fixture_models()) {
+    if (expected_missing(name, exported, running_torch_version()).empty()) names.push_back(name);
+  }
+  return names;
+}
+
 std::string archive_path(const std::string& model, const std::string& partitioner) {
   return fixtures_dir() + "/" + model + "_" + partitioner + ".pt2";
 }
 
-Record load_record(const std::string& file) {
-  c10::IValue v = torch::jit::pickle_load(read_file(fixtures_dir() + "/" + file));
+Record load_record(const std::string& file) { return load_record_in(reference_dir(), file); }
+
+Record load_record_in(const std::string& dir, const std::string& file) {
+  c10::IValue v = torch::jit::pickle_load(read_file(dir + "/" + file));
   Record r;
   for (const c10::IValue& pair : v.toTupleRef().elements()) {
     const auto& kv = pair.toTupleRef().elements();

@@ -4,6 +4,10 @@
 // The directory is the build's fixtures/runtime (compiled in), or the environment variable
 // PT2RT_RUNTIME_FIXTURES when set. ctest makes the fixtures first (runtime_fixtures test);
 // a test binary run by hand needs them made once (ctest -R runtime_fixtures).
+//
+// Eager references (<model>_ref.pt, <model>_train.pt) are read from the same directory, or
+// from PT2RT_REFERENCE_FIXTURES when set: the cross-version stage (tests/cross/run.sh) runs
+// the other lane's archives against the running torch's own eager references.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,14 +23,28 @@ namespace pt2rt::test {
 using Record = std::map<std::string, c10::IValue>;
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-/// The fixture directory (see above).
+/// The fixture directory (see above): archives, models.txt, torch_version.
 std::string fixtures_dir();
-/// The model names (models.MODELS order), from <dir>/models.txt.
+/// Where the eager references come from (see above); fixtures_dir() unless overridden.
+std::string reference_dir();
+/// torch.__version__ of the process that exported the fixtures (<dir>/torch_version).
+std::string fixtures_torch_version();
+/// torch.__version__ of the eager references (<reference_dir()>/torch_version).
+std::string reference_torch_version();
+/// The release part of a torch version: "2.14.1+debian" and "2.14.1" -> "2.14.1",
+/// "1.13.0a0" -> "1.13.0" (Python's torch.__version__ vs LibTorch's TORCH_VERSION).
+std::string release_of(const std::string& version);
+/// Every model name of <dir>/models.txt (models.lane_models() order of the exporting torch).
+std::vector<std::string> all_fixture_models();
+/// The models this runtime is expected to run: all_fixture_models(), less those that
+/// cross_expectations.h says the running LibTorch refuses (fixtures from another torch major).
 std::vector<std::string> fixture_models();
 /// "<dir>/<model>_<partitioner>.pt2"
 std::string archive_path(const std::string& model, const std::string& partitioner);
-/// Reads "<dir>/<file>" (torch.save of a tuple of (key, value) pairs).
+/// Reads "<reference_dir()>/<file>" (torch.save of a tuple of (key, value) pairs).
 Record load_record(const std::string& file);
+/// The same from another fixture directory.
+Record load_record_in(const std::string& dir, const std::string& file);
 
 std::vector<at::Tensor> to_tensors(const c10::IValue& tuple);
 NamedTensors to_named(const c10::IValue& tuple);

@@ -1,7 +1,10 @@
 // Parity with eager PyTorch on the model set × {default, min_cut}: inference outputs,
 // training outputs, parameter gradients after loss.backward(), BatchNorm buffers after a
 // training forward — all within torch.testing.assert_close default tolerances. Prints the
-// parity table (max abs errors) and writes it to <fixtures>/parity_table.txt.
+// parity table (max abs errors) and writes it to <fixtures>/parity_table.txt (or, when the
+// fixtures come from another torch version — tests/cross — parity_table_on_torch<version>.txt).
+// The eager references are the running torch's when PT2RT_REFERENCE_FIXTURES points at this
+// lane's fixtures (fixtures.h).
 // PT2RT_TEST_DEVICE=cuda (or cuda:1, ...) runs the models on that device instead of the CPU
 // (inputs moved there; results compared on the CPU).
 #include <ATen/ATen.h>
@@ -15,6 +18,7 @@
 
 #include "assert_close.h"
 #include "fixtures.h"
+#include "op_resolution.h"
 #include "pt2rt/model.h"
 
 using namespace pt2rt;
@@ -113,11 +117,11 @@ ParityRow check_parity(const std::string& name, const std::string& partitioner) 
 std::string format_table(const std::vector<ParityRow>& rows) {
   std::ostringstream os;
   char line[256];
-  std::snprintf(line, sizeof line, "%-13s %-8s %12s %12s %12s %12s  %s\n", "model", "part.",
+  std::snprintf(line, sizeof line, "%-17s %-8s %12s %12s %12s %12s  %s\n", "model", "part.",
                 "eval out", "train out", "param grads", "BN buffers", "status");
   os << line;
   for (const ParityRow& r : rows) {
-    std::snprintf(line, sizeof line, "%-13s %-8s %12.3g %12.3g %12.3g %12.3g  %s (%zu grads, %zu buffers)\n",
+    std::snprintf(line, sizeof line, "%-17s %-8s %12.3g %12.3g %12.3g %12.3g  %s (%zu grads, %zu buffers)\n",
                   r.model.c_str(), r.partitioner.c_str(), r.eval, r.train, r.grads, r.buffers,
                   r.failures.empty() ? "ok" : "FAIL", r.n_grads, r.n_buffers);
     os << line;
@@ -138,7 +142,13 @@ TEST_CASE("parity with eager PyTorch on the model set, both partitioners", "[par
     }
   }
   std::string table = format_table(rows);
-  std::cout << "\nparity vs eager on " << test_device()
+  const std::string running = running_torch_version();
+  std::cout << "\nparity of archives exported with torch " << fixtures_torch_version()
+            << " vs eager torch " << reference_torch_version() << ", on LibTorch " << running
+            << ", " << test_device()
             << " (max abs error; assert_close default tolerances)\n" << table;
-  std::ofstream(fixtures_dir() + "/parity_table.txt") << table;
+  const bool cross = release_of(fixtures_torch_version()) != release_of(running);
+  std::ofstream(fixtures_dir() + (cross ? "/parity_table_on_torch" + running + ".txt"
+                                        : std::string("/parity_table.txt")))
+      << table;
 }

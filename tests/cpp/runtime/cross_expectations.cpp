@@ -1,0 +1,49 @@
+// tests/cpp/runtime/cross_expectations.cpp — see cross_expectations.h.
+#include "cross_expectations.h"
+
+#include <algorithm>
+
+namespace pt2rt::test {
+namespace {
+
+struct Expectation {
+  const char* model;
+  int exported_major;
+  int running_major;
+  std::vector<std::string> missing;
+};
+
+// torch 2.x traces these to ATen ops that LibTorch 1.13 does not have (the exporter keeps
+// them: no cheap portable form; BatchNorm, by contrast, is exported portably); and torch 2.x
+// dropped the `.vec` overload of upsample_nearest2d's backward that torch 1.13 traces to.
+const std::vector<Expectation>& table() {
+  static const std::vector<Expectation> t = {
+      {"upsample", 1, 2, {"aten::upsample_nearest2d_backward.vec"}},
+      {"attention", 2, 1,
+       {"aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}},
+      {"upsample", 2, 1, {"aten::_unsafe_index.Tensor", "aten::_unsafe_index_put"}},
+      {"one_hot", 2, 1, {"aten::_assert_async.msg"}},
+  };
+  return t;
+}
+
+int major_of(const std::string& version) { return std::stoi(version.substr(0, version.find('.'))); }
+
+}  // namespace
+
+std::vector<std::string> expected_missing(const std::string& model,
+                                          const std::string& exported_torch,
+                                          const std::string& running_torch) {
+  const int exported = major_of(exported_torch), running = major_of(running_torch);
+  for (const Expectation& e : table()) {
+    if (model == e.model && exported == e.exported_major && running == e.running_major) {
+      std::vector<std::string> m = e.missing;
+      std::sort(m.begin(), m.end());
+      return m;
+    }
+  }
+  return {};
+}
+
+}  // namespace pt2rt::test
