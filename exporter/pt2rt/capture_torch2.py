@@ -205,7 +205,13 @@ def _merge_tied_weights(gm: fx.GraphModule, canonical: Dict[str, str]) -> None:
                 values[j] = v
             else:
                 with g.inserting_before(out):
-                    values[j] = g.call_function(torch.ops.aten.add.Tensor, (values[j], v))
+                    total = g.call_function(torch.ops.aten.add.Tensor, (values[j], v))
+                # same shape, dtype and backward tag as the gradients it sums (the min-cut
+                # partitioner reads meta['val'])
+                total.meta.update({k: values[j].meta[k] for k in
+                                   ("val", "tensor_meta", "partitioner_tag", "seq_nr",
+                                    "stack_trace") if k in values[j].meta})
+                values[j] = total
     out.args = ([values[i] for i in keep],)
     out.meta["desc"] = [descs[i] for i in keep]
     g.lint()

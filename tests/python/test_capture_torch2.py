@@ -169,12 +169,20 @@ def test_decompositions_option_is_passed_to_the_capture():
     assert "aten::addmm" not in ops and "aten::mm" in ops
 
 
-def test_tied_weights_merge_into_one_parameter():
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_tied_weights_merge_into_one_parameter(partitioner, tmp_path):
+    """AOTAutograd lifts a tied parameter once per FQN; the archive has it once, with the two
+    gradients summed (eager's accumulated .grad)."""
     from test_capture_features import Tied  # noqa: WPS433 - shared model
     torch.manual_seed(0)
     model, x = Tied(), torch.randn(3, 6)
-    exported = pt2rt.export(model, (x,))
+    exported = pt2rt.export(model, (x,), partitioner=partitioner)
     params = [d.fqn for d in exported.graph(GraphRole.Forward).inputs
               if d.kind is InputKind.Param]
     grads = [d.of.fqn for d in exported.graph(GraphRole.Backward).outputs]
     assert params == ["enc.weight"] and grads == ["enc.weight"]
+    path = str(tmp_path / "tied.pt2")
+    exported.save(path)
+    step = pt2rt.load(path).train_step(x)
+    model(x).sum().backward()
+    torch.testing.assert_close(step.grads["enc.weight"], model.enc.weight.grad)
