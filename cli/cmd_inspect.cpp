@@ -56,8 +56,7 @@ int cmd_inspect(int argc, char** argv) {
   facts.archive_format = read_text_entry(archive, kArchiveFormatEntry);
   facts.archive_version = read_text_entry(archive, kArchiveVersionEntry);
   facts.entries = archive.entries();
-  const auto bytes = archive.read(kProgramEntry);
-  const auto program = decode_program(bytes.data(), bytes.size());
+  const auto program = read_program(archive);
 
   if (role) {
     const Graph* graph = program->graph(*role);

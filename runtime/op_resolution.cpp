@@ -5,15 +5,19 @@
 
 #include <sstream>
 
+#include "op_policy.h"
 #include "pt2rt/errors.h"
+#include "pt2rt/text.h"
 
 namespace pt2rt {
 
 std::string running_torch_version() { return TORCH_VERSION; }
 
-std::vector<ResolvedOp> resolve_operators(const Program& program) {
+std::vector<ResolvedOp> resolve_operators(const Program& program,
+                                          const std::vector<std::string>& allow_operators) {
   std::vector<ResolvedOp> resolved(program.operators.size());
   std::vector<const Operator*> unknown;
+  std::vector<std::pair<const Operator*, std::string>> refused;
   auto& dispatcher = c10::Dispatcher::singleton();
   for (size_t i = 0; i < program.operators.size(); ++i) {
     const Operator& op = program.operators[i];
@@ -22,26 +26,43 @@ std::vector<ResolvedOp> resolve_operators(const Program& program) {
       continue;
     }
     // findSchema (not findSchemaOrThrow): we collect every miss before throwing.
-    auto handle = dispatcher.findSchema(c10::OperatorName(op.name, op.overload));
+    const c10::OperatorName name(op.name, op.overload);
+    auto handle = dispatcher.findSchema(name);
     if (!handle.has_value()) {
       unknown.push_back(&op);
       continue;
     }
+    if (!explicitly_allowed(name, allow_operators)) {
+      const OpVerdict verdict = classify_operator(*handle);
+      if (!verdict.allowed) {
+        refused.emplace_back(&op, verdict.reason);
+        continue;
+      }
+    }
     resolved[i].handle = *handle;
   }
+  if (unknown.empty() && refused.empty()) return resolved;
+
+  std::ostringstream os;
+  if (!refused.empty()) {
+    os << refused.size() << " operator" << (refused.size() == 1 ? " is" : "s are")
+       << " refused by pt2rt's operator policy (schema/README.md \"Operator policy\"; "
+          "LoadOptions::allow_operators overrides it for trusted archives):";
+    for (const auto& [op, why] : refused) os << "\n  " << escaped(op->qualified()) << ": " << why;
+  }
   if (!unknown.empty()) {
-    std::ostringstream os;
+    if (!refused.empty()) os << "\nand ";
     os << unknown.size() << " operator" << (unknown.size() == 1 ? " is" : "s are")
        << " not available in the running LibTorch (archive exported with torch "
-       << (program.producer.torch_version.empty() ? "<unknown>" : program.producer.torch_version)
+       << (program.producer.torch_version.empty() ? "<unknown>"
+                                                  : escaped(program.producer.torch_version))
        << ", running torch " << running_torch_version() << "):";
     for (const Operator* op : unknown) {
-      os << "\n  " << op->qualified();
-      if (!op->schema.empty()) os << "    (schema at export: " << op->schema << ")";
+      os << "\n  " << escaped(op->qualified());
+      if (!op->schema.empty()) os << "    (schema at export: " << escaped(op->schema) << ")";
     }
-    throw OpResolutionError(os.str());
   }
-  return resolved;
+  throw OpResolutionError(os.str());
 }
 
 }  // namespace pt2rt

@@ -2,8 +2,10 @@
 //
 // Each Program::operators entry becomes a dispatcher OperatorHandle
 // (c10::Dispatcher::singleton().findSchema({name, overload})) or one of pt2rt's native ops
-// (native_ops.h). Ops the running LibTorch lacks are all collected and reported in one
-// OpResolutionError with the torch version that exported them and the one running.
+// (native_ops.h). Every dispatcher op must pass pt2rt's operator policy (op_policy.h) unless
+// the caller allowed it by name. Ops the policy refuses and ops the running LibTorch lacks are
+// all collected and reported in one OpResolutionError: each refused op with the rule it breaks,
+// each missing one with the torch version that exported it and the one running.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -31,8 +33,12 @@ struct ResolvedOp {
 std::string running_torch_version();
 
 /// Resolves every entry of `program.operators`, in order.
-/// @throws OpResolutionError listing every unknown op as `aten::name.overload` with the
-///   schema seen at export, plus Program::producer's torch version and the running one.
-std::vector<ResolvedOp> resolve_operators(const Program& program);
+/// @param allow_operators  LoadOptions::allow_operators: ops exempt from the policy.
+/// @throws OpResolutionError listing every refused op (`aten::from_file: maps or reads a
+///   file ...`) and every unknown op as `aten::name.overload` with the schema seen at export,
+///   plus Program::producer's torch version and the running one. Archive text in the message
+///   is escaped (pt2rt/text.h).
+std::vector<ResolvedOp> resolve_operators(const Program& program,
+                                          const std::vector<std::string>& allow_operators = {});
 
 }  // namespace pt2rt
