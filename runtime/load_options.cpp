@@ -13,7 +13,9 @@ RunLimits RunLimits::resolved(uint64_t archive_bytes) const {
     r.max_bytes = std::max(kBytesFloor, sat_mul(kBytesPerArchiveByte, archive_bytes));
   }
   if (r.max_work == 0) {
-    r.max_work = std::max(kWorkFloor, sat_mul(kWorkPerArchiveByte, archive_bytes));
+    const uint64_t mib = archive_bytes >> 20;
+    r.max_work = std::max(kWorkFloor, sat_mul(sat_mul(kWorkPerArchiveByte, archive_bytes),
+                                              std::max<uint64_t>(1, mib)));
   }
   return r;
 }

@@ -283,19 +283,23 @@ class MetaRun {
 
 std::string figure(uint64_t v) { return v == UINT64_MAX ? "more than 2^64" : std::to_string(v); }
 
-void enforce(const GraphCost& cost, const Graph& g, const RunLimits& limits) {
-  const std::string name = std::string("graph '") + to_string(g.role) + "'";
+void enforce_bytes(const GraphCost& cost, const Graph& g, const RunLimits& limits) {
   if (cost.peak_bytes > limits.max_bytes) {
-    throw FormatError("program.fb: " + name + " needs " + figure(cost.peak_bytes) +
+    throw FormatError("program.fb: graph '" + std::string(to_string(g.role)) + "' needs " +
+                      figure(cost.peak_bytes) +
                       " bytes of tensors at its peak, more than the bound of " +
                       figure(limits.max_bytes) +
-                      " (LoadOptions::run.max_bytes; by default max(64 MiB, 16 x archive size))");
+                      " (LoadOptions::run.max_bytes; by default max(32 MiB, 16 x archive size))");
   }
-  if (cost.work > limits.max_work) {
-    throw FormatError("program.fb: " + name + " needs " + figure(cost.work) +
-                      " element operations per run, more than the bound of " +
+}
+
+void enforce_work(uint64_t work, const RunLimits& limits) {
+  if (work > limits.max_work) {
+    throw FormatError("program.fb: one inference call and one training step need " +
+                      figure(work) + " element operations per run, more than the bound of " +
                       figure(limits.max_work) +
-                      " (LoadOptions::run.max_work; by default max(2e9, 2000 x archive size))");
+                      " (LoadOptions::run.max_work; by default max(5e8, 500 x S x max(1, S/1MiB)) "
+                      "for an archive of S bytes)");
   }
 }
 
@@ -326,6 +330,7 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
   };
 
   std::vector<GraphCost> costs(3);
+  uint64_t total_work = 0;
   std::vector<c10::IValue> forward_outputs;
   std::optional<CompiledGraph>* graphs[3] = {&state.inference, &state.forward, &state.backward};
   for (size_t gi = 0; gi < 3; ++gi) {
@@ -367,7 +372,9 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
       costs[gi] = run.run(std::move(inputs), &unverified, &outputs);
     }
     for (const auto& [i, cap] : unverified) g.plan->check_results_of(i, cap);
-    enforce(costs[gi], g.graph(), limits);
+    enforce_bytes(costs[gi], g.graph(), limits);
+    total_work = sat_add(total_work, costs[gi].work);
+    enforce_work(total_work, limits);
     if (gi == 1) forward_outputs = std::move(outputs);
   }
   return costs;

@@ -43,24 +43,37 @@ std::vector<ResolvedOp> resolve_operators(const Program& program,
   }
   if (unknown.empty() && refused.empty()) return resolved;
 
+  // First line: every op by name (export-cli shows only it without --verbose); then one
+  // line per op with the rule that refuses it or the schema it had at export.
+  auto names = [](const auto& ops, auto get) {
+    std::string out;
+    for (size_t i = 0; i < ops.size() && i < 8; ++i) out += (i ? ", " : "") + escaped(get(ops[i]).qualified(), 128);
+    if (ops.size() > 8) out += ", ... (" + std::to_string(ops.size() - 8) + " more)";
+    return out;
+  };
   std::ostringstream os;
   if (!refused.empty()) {
     os << refused.size() << " operator" << (refused.size() == 1 ? " is" : "s are")
-       << " refused by pt2rt's operator policy (schema/README.md \"Operator policy\"; "
-          "LoadOptions::allow_operators overrides it for trusted archives):";
-    for (const auto& [op, why] : refused) os << "\n  " << escaped(op->qualified()) << ": " << why;
+       << " refused by pt2rt's operator policy: "
+       << names(refused, [](const auto& r) -> const Operator& { return *r.first; });
   }
   if (!unknown.empty()) {
-    if (!refused.empty()) os << "\nand ";
+    if (!refused.empty()) os << "; ";
     os << unknown.size() << " operator" << (unknown.size() == 1 ? " is" : "s are")
        << " not available in the running LibTorch (archive exported with torch "
        << (program.producer.torch_version.empty() ? "<unknown>"
-                                                  : escaped(program.producer.torch_version))
-       << ", running torch " << running_torch_version() << "):";
-    for (const Operator* op : unknown) {
-      os << "\n  " << escaped(op->qualified());
-      if (!op->schema.empty()) os << "    (schema at export: " << escaped(op->schema) << ")";
-    }
+                                                  : escaped(program.producer.torch_version, 64))
+       << ", running torch " << running_torch_version()
+       << "): " << names(unknown, [](const Operator* o) -> const Operator& { return *o; });
+  }
+  for (const auto& [op, why] : refused) os << "\n  " << escaped(op->qualified(), 128) << ": " << why;
+  for (const Operator* op : unknown) {
+    os << "\n  " << escaped(op->qualified(), 128);
+    if (!op->schema.empty()) os << "    (schema at export: " << escaped(op->schema, 512) << ")";
+  }
+  if (!refused.empty()) {
+    os << "\n(schema/README.md \"Operator policy\"; LoadOptions::allow_operators, or export-cli "
+          "--allow-op, lets a trusted archive call a refused operator)";
   }
   throw OpResolutionError(os.str());
 }

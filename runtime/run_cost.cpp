@@ -247,10 +247,9 @@ uint64_t conv_work(const Call& c, uint64_t* scratch_bytes) {
   if (!c.name_has("conv") || !w.defined() || w.dim() < 2 || w.size(0) <= 0) return 0;
   const uint64_t per_channel = u(w.numel()) / u(w.size(0));
   const uint64_t largest = c.largest_elements();
-  uint64_t kvol = 1;
-  for (int64_t d = 2; d < w.dim(); ++d) kvol = sat_mul(kvol, u(w.size(d)));
-  // im2col: the unfolded input, input channels × kernel volume per output position.
-  *scratch_bytes = sat_mul(sat_mul(largest, kvol), 8);
+  // im2col: the unfolded input, (input channels / groups) × kernel volume per position of
+  // the larger side, for the whole batch (LibTorch's slow_conv2d unfolds every sample).
+  *scratch_bytes = sat_mul(sat_mul(largest / u(w.size(0)), per_channel), u(w.element_size()));
   return sat_mul(sat_mul(largest, per_channel), c.name_has("backward") ? 2 : 1);
 }
 
