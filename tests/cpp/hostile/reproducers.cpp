@@ -530,14 +530,15 @@ std::vector<std::pair<std::string, Bytes>> all_reproducers() {
       {"sym_neg_overflow.pt2", sym_arith_archive("neg", INT64_MIN, 0)},
       {"deflate_program_4g.pt2", deflate_program_archive(0xfffffff0u)},
       {"deflated_program.pt2", deflated_fixture_archive()},
-      {"shared_string.fb", shared_string_program(4096, 4096)},
-      {"many_mutations.fb", many_mutations_program(2000)},
+      {"shared_string.fb", shared_string_program(256, 256)},
+      {"many_mutations.fb", many_mutations_program(100)},
       {"misaligned_int64.fb", misaligned_int64_program()},
       {"tangent_without_meta.pt2", tangent_without_meta_archive()},
       {"traversal_name.pt2", extra_entry_archive("extra/../../etc/x")},
       {"compressed_extra.pt2", compressed_extra_archive(uint64_t{1} << 20)},
       {"escape_text.pt2", escape_text_archive()},
       {"reshape_alias_oob.pt2", reshape_alias_archive(1 << 20)},
+      {"reshape_alias_view.pt2", reshape_alias_archive(2)},
   };
   for (auto& [name, bytes] : run_bound_archives()) out.emplace_back("run_bound_" + name + ".pt2", std::move(bytes));
   return out;
