@@ -140,7 +140,7 @@ class MetaRun {
       stack.clear();
       ExecutionPlan::push_arguments(ins, slots, stack);
       const c10::FunctionSchema& schema = op_schema(ins);
-      check_hidden_mutation(ins, schema, stack);
+      check_node_writes(ins, schema, stack);
       const torch::jit::Stack args = stack;
       bool verified = ins.native || runs_on_meta(*ins.op);
       try {
@@ -212,11 +212,15 @@ class MetaRun {
     return ins.native ? find_native_op(op.name, op.overload)->schema : ins.op->schema();
   }
 
-  /// LibTorch 1.13's batch_norm family updates running_mean / running_var in training mode
-  /// although their schema carries no write annotation: the operator policy cannot see it, so
-  /// the call is checked here (the exporter passes None for them in training mode).
-  void check_hidden_mutation(const Instruction& ins, const c10::FunctionSchema& schema,
-                             const torch::jit::Stack& args) const {
+  /// The writes the operator policy leaves to each node: an optional argument with a write
+  /// annotation (`Tensor(a!)? running_mean`, LibTorch 2.x's batch norms) must be None — or, for
+  /// a batch norm's `running_mean`/`running_var`, the node runs in eval mode
+  /// (`training=False`), where the kernel only reads them. LibTorch 1.13's batch-norm ops
+  /// overwrite those stats in training mode without any annotation: the same rule applies to
+  /// arguments of those names. (The exporter passes None for them in training mode and
+  /// returns the new stats as InputMutation outputs.)
+  void check_node_writes(const Instruction& ins, const c10::FunctionSchema& schema,
+                         const torch::jit::Stack& args) const {
     const auto& sargs = schema.arguments();
     if (schema.name() == "aten::index") {
       // Allowed despite its dynamic_output_shape tag (op_policy.cpp): its result sizes depend
@@ -232,22 +236,18 @@ class MetaRun {
       }
     }
     int training = -1;
-    std::vector<size_t> stats;
+    for (size_t j = 0; j < sargs.size() && j < args.size(); ++j) {
+      if (sargs[j].name() == "training" && args[j].isBool()) training = args[j].toBool();
+    }
     for (size_t j = 0; j < sargs.size() && j < args.size(); ++j) {
       const bool writes = sargs[j].alias_info() && sargs[j].alias_info()->isWrite();
-      if (sargs[j].name() == "training" && args[j].isBool()) training = args[j].toBool();
-      if ((sargs[j].name() == "running_mean" || sargs[j].name() == "running_var") && !writes) {
-        stats.push_back(j);
-      }
-    }
-    if (training != 0) {
-      for (size_t j : stats) {
-        if (args[j].isTensor() && args[j].toTensor().defined()) {
-          fail(ins, "gets '" + sargs[j].name() +
-                        "' in training mode, where the kernel overwrites it although its schema "
-                        "does not say so (mutations must be InputMutation outputs)");
-        }
-      }
+      const bool stat = sargs[j].name() == "running_mean" || sargs[j].name() == "running_var";
+      if (!(writes || stat) || !args[j].isTensor() || !args[j].toTensor().defined()) continue;
+      if (stat && training == 0) continue;  // eval-mode batch norm only reads its stats
+      fail(ins, "gets '" + sargs[j].name() + "'" + (stat ? " in training mode" : "") +
+                    ", which the kernel overwrites" +
+                    (writes ? "" : " although its schema does not say so") +
+                    " (a graph's mutations must be InputMutation outputs)");
     }
   }
 

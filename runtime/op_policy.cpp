@@ -16,6 +16,10 @@ using c10::TypePtr;
 // whose invariants no kernel checks afterwards. Matched by "aten::name" (every overload).
 const std::vector<std::pair<std::string, std::string>> kDenied = {
     {"aten::from_file", "maps or reads a file named by the archive"},
+    {"aten::_copy_from", "writes into its argument 'dst' although its schema does not say so"},
+    {"aten::_copy_from_and_resize",
+     "writes into and resizes its argument 'dst' although its schema does not say so"},
+    {"aten::_index_put_impl", "takes an 'unsafe' flag that skips index checks"},
     {"aten::_sparse_coo_tensor_unsafe", "builds a sparse tensor without checking its indices"},
     {"aten::_sparse_compressed_tensor_unsafe",
      "builds a sparse tensor without checking its indices"},
@@ -119,6 +123,9 @@ OpVerdict classify_schema(const c10::FunctionSchema& schema, bool dynamic_output
   for (const auto& [denied, why] : kDenied) {
     if (name == denied) return refuse("denied", why);
   }
+  if (name.compare(0, 12, "aten::_test_") == 0) {
+    return refuse("denied", "is one of ATen's test operators (aten::_test_*)");
+  }
   if (name.compare(0, 6, "aten::") != 0) {
     const std::string ns = name.substr(0, name.find("::"));
     return refuse("namespace", "namespace '" + ns +
@@ -126,7 +133,10 @@ OpVerdict classify_schema(const c10::FunctionSchema& schema, bool dynamic_output
                                    "LoadOptions::allow_operators)");
   }
   for (const c10::Argument& a : schema.arguments()) {
-    if (a.alias_info() != nullptr && a.alias_info()->isWrite()) {
+    // An optional written argument (`Tensor(a!)? running_mean`) is checked per node instead:
+    // left None it writes nothing (meta_check.cpp).
+    if (a.alias_info() != nullptr && a.alias_info()->isWrite() &&
+        a.real_type()->kind() != TypeKind::OptionalType) {
       return refuse("mutates", "writes to its argument '" + a.name() +
                                    "' (in-place and out= ops are not part of the format: a "
                                    "graph's mutations are InputMutation outputs)");

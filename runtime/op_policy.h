@@ -8,10 +8,14 @@
 // operator's schema (c10::FunctionSchema) and tags, not from a list of allowed names:
 //
 //   1. explicitly denied ops (kDenied in op_policy.cpp: functional by schema, yet they read
-//      files or skip the checks that keep a kernel inside its memory);
+//      files, write into an argument their schema does not mark, or skip the checks that keep
+//      a kernel inside its memory; and ATen's test operators aten::_test_*);
 //   2. the namespace is `aten` (custom ops, c10d collectives, profiler, quantized, prims ...
 //      are refused unless the caller allows them);
-//   3. no argument carries a write alias annotation (`Tensor(a!)`: in-place and out= ops);
+//   3. no argument carries a write alias annotation (`Tensor(a!)`: in-place and out= ops) —
+//      except optional ones (`Tensor(a!)? running_mean`), which every node must leave None
+//      (batch norm: or run in eval mode, where the stats are only read), checked at load by
+//      meta_check.cpp;
 //   4. it returns something (an op returning nothing can act only through side effects);
 //   5. no `dynamic_output_shape` tag (output sizes that depend on tensor data cannot be
 //      declared by a static program, nor bounded at load) — except aten::index.Tensor, whose

@@ -12,10 +12,10 @@ namespace {
 
 std::string check_tensor(const at::Tensor& t) {
   if (!t.defined()) return "";
-  if (t.layout() != c10::kStrided || t.is_quantized() || t.is_mkldnn()) {
+  if (t.layout() != c10::kStrided || t.is_quantized() || t.is_mkldnn() || t.is_nested()) {
     std::ostringstream os;
     os << "has layout " << t.layout() << (t.is_quantized() ? " (quantized)" : "")
-       << "; only strided tensors are supported";
+       << (t.is_nested() ? " (nested)" : "") << "; only strided, dense tensors are supported";
     return os.str();
   }
   if (t.numel() == 0) return "";

@@ -507,6 +507,23 @@ std::vector<std::pair<std::string, Bytes>> run_bound_archives() {
     }
     return v;
   });
+  make("many_compact_nodes", [&](fbs::ProgramT& p, GraphMaker& g, uint32_t x) {
+    // As many nodes as 1 MB holds: no debug info, no names, no declared metas.
+    const uint32_t add = add_op(p, "aten::add", "Tensor");
+    uint32_t v = x;
+    for (int i = 0; i < 11000; ++i) {
+      auto out = std::make_unique<fbs::ValueT>();
+      out->kind = fbs::ValueKind::Tensor;
+      const uint32_t id = g.value(std::move(out));
+      auto n = std::make_unique<fbs::NodeT>();
+      n->op = add;
+      n->args = args(tensor_arg("", v), tensor_arg("", x));
+      n->outputs = {id};
+      g.g->nodes.push_back(std::move(n));
+      v = id;
+    }
+    return v;
+  });
   make("elementwise_at_bound", [&](fbs::ProgramT& p, GraphMaker& g, uint32_t) {
     // 2 Mi floats (8 MiB; three live: 24 MiB) and 30 adds: inside the default bounds.
     const uint32_t z = zeros(p, g, {int64_t{1} << 21});
