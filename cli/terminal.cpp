@@ -1,6 +1,7 @@
 // cli/terminal.cpp — see terminal.h.
 #include "terminal.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <memory>

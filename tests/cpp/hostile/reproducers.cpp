@@ -421,6 +421,17 @@ Bytes escape_text_archive() {
   return archive_of(*p);
 }
 
+Bytes empty_name_zip() {
+  Bytes z;
+  auto u16 = [&](uint32_t v) { z.push_back(v & 0xff); z.push_back((v >> 8) & 0xff); };
+  auto u32 = [&](uint32_t v) { u16(v & 0xffff); u16(v >> 16); };
+  u32(0x04034b50); u16(10); u16(0); u16(0); u16(0); u16(0); u32(0); u32(0); u32(0); u16(0); u16(0);
+  u32(0x02014b50); u16(0x031e); u16(10); u16(0); u16(0); u16(0); u16(0); u32(0); u32(0); u32(0);
+  u16(0); u16(0); u16(0); u16(0); u16(0); u32(0); u32(0);
+  u32(0x06054b50); u16(0); u16(0); u16(1); u16(1); u32(46); u32(30); u16(0);
+  return z;
+}
+
 Bytes reshape_alias_archive(int64_t n) {
   auto p = empty_program();
   const uint32_t op = add_op(*p, "aten::_reshape_alias");
@@ -554,6 +565,7 @@ std::vector<std::pair<std::string, Bytes>> all_reproducers() {
       {"traversal_name.pt2", extra_entry_archive("extra/../../etc/x")},
       {"compressed_extra.pt2", compressed_extra_archive(uint64_t{1} << 20)},
       {"escape_text.pt2", escape_text_archive()},
+      {"empty_name.pt2", empty_name_zip()},
       {"reshape_alias_oob.pt2", reshape_alias_archive(1 << 20)},
       {"reshape_alias_view.pt2", reshape_alias_archive(2)},
   };

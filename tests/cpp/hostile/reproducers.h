@@ -65,6 +65,12 @@ Bytes compressed_extra_archive(uint64_t zeros);
 /// it fails with an error naming it).
 Bytes escape_text_archive();
 
+// --- found by the fuzzers ---------------------------------------------------------------------
+/// A 98-byte zip of one entry whose name is empty (local header, central directory, end record
+/// written byte by byte): the central-directory walk compared names with memcmp(nullptr, ..., 0),
+/// which UBSan reports (pt2rt_fuzz_archive_load, first campaign).
+Bytes empty_name_zip();
+
 // --- views past their storage ----------------------------------------------------------------
 /// Inference: x float32[2] -> aten::_reshape_alias(x, [n], [1]) (LibTorch 1.13 does not check
 /// the storage bounds of this view).

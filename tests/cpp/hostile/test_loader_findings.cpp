@@ -124,6 +124,13 @@ TEST_CASE("hostile #8: entry names outside the archive layout are refused at ope
   CHECK_NOTHROW(Archive::from_bytes(ok.data(), ok.size()));
 }
 
+TEST_CASE("hostile (fuzz): a zip entry with an empty name is a FormatError", "[hostile][loader]") {
+  // Under UBSan (tests/fuzz, where this reproducer is a seed) the central-directory walk
+  // passed a null pointer to memcmp for it.
+  const Bytes zip = empty_name_zip();
+  CHECK_THROWS_AS(Archive::from_bytes(zip.data(), zip.size()), FormatError);
+}
+
 namespace {
 
 /// Names of `dir`'s entries that start with `prefix`.
