@@ -92,6 +92,20 @@ long parse_major(const std::string& v) {
   return major;
 }
 
+// Closes the entry `closer` holds; libzip reports a CRC mismatch here.
+void close_checked(ZipFileCloser& closer, const std::string& where) {
+  zip_file_t* f = closer.f;
+  closer.f = nullptr;
+  const int rc = zip_fclose(f);
+  if (rc != 0) {
+    zip_error_t err;
+    zip_error_init_with_code(&err, rc);
+    const std::string text = zip_error_strerror(&err);
+    zip_error_fini(&err);
+    throw FormatError(where + ": " + text);
+  }
+}
+
 // Reads exactly `size` bytes of entry `idx` into `dst`, then checks that the entry ends
 // there; the extra read makes libzip verify the CRC-32. Caller holds the mutex.
 void read_entry_locked(const Archive::Impl& impl, uint64_t idx, void* dst, uint64_t size) {
@@ -128,15 +142,7 @@ void read_entry_locked(const Archive::Impl& impl, uint64_t idx, void* dst, uint6
     throw FormatError(where + ": holds more than its recorded " + std::to_string(size) +
                       " bytes");
   }
-  closer.f = nullptr;
-  const int rc = zip_fclose(f);
-  if (rc != 0) {
-    zip_error_t err;
-    zip_error_init_with_code(&err, rc);
-    const std::string text = zip_error_strerror(&err);
-    zip_error_fini(&err);
-    throw FormatError(where + ": " + text);
-  }
+  close_checked(closer, where);
 }
 
 // Reads compressed entry `idx`, which declares `size` uncompressed bytes, into `out`, growing
@@ -173,15 +179,7 @@ void read_compressed_locked(const Archive::Impl& impl, uint64_t idx, uint64_t si
                       std::to_string(size) + " bytes");
   }
   out.resize(static_cast<size_t>(done));
-  closer.f = nullptr;
-  const int rc = zip_fclose(f);
-  if (rc != 0) {
-    zip_error_t err;
-    zip_error_init_with_code(&err, rc);
-    const std::string text = zip_error_strerror(&err);
-    zip_error_fini(&err);
-    throw FormatError(where + ": " + text);
-  }
+  close_checked(closer, where);
 }
 
 std::string read_small_entry(const Archive::Impl& impl, const char* name) {

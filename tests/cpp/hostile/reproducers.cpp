@@ -41,51 +41,36 @@ std::unique_ptr<fbs::ArgumentT> arg(const std::string& name, T value, bool kwarg
   a->value.Set(std::move(value));
   return a;
 }
-std::unique_ptr<fbs::ArgumentT> int_arg(const std::string& name, int64_t v) {
-  fbs::IntArgT a;
-  a.value = v;
-  return arg(name, a);
+/// An argument of union member T with T::value = v (IntArgT, BoolArgT, StringArgT, ...).
+template <typename T, typename V>
+std::unique_ptr<fbs::ArgumentT> one(const std::string& name, V v, bool kwarg_only = false) {
+  T a;
+  a.value = std::move(v);
+  return arg(name, std::move(a), kwarg_only);
 }
-std::unique_ptr<fbs::ArgumentT> ints_arg(const std::string& name, std::vector<int64_t> v) {
-  fbs::IntListArgT a;
+/// An argument of list member T with T::values = v (IntListArgT, TensorListArgT, ...).
+template <typename T, typename V>
+std::unique_ptr<fbs::ArgumentT> many(const std::string& name, std::vector<V> v) {
+  T a;
   a.values = std::move(v);
-  return arg(name, a);
+  return arg(name, std::move(a));
 }
-std::unique_ptr<fbs::ArgumentT> bool_arg(const std::string& name, bool v) {
-  fbs::BoolArgT a;
-  a.value = v;
-  return arg(name, a);
-}
-std::unique_ptr<fbs::ArgumentT> str_arg(const std::string& name, const std::string& v) {
-  fbs::StringArgT a;
-  a.value = v;
-  return arg(name, a);
-}
+auto int_arg = [](const std::string& n, int64_t v) { return one<fbs::IntArgT>(n, v); };
+auto ints_arg = [](const std::string& n, std::vector<int64_t> v) { return many<fbs::IntListArgT>(n, std::move(v)); };
+auto bool_arg = [](const std::string& n, bool v) { return one<fbs::BoolArgT>(n, v); };
+auto str_arg = [](const std::string& n, const std::string& v) { return one<fbs::StringArgT>(n, v); };
+auto sym_ref = [](const std::string& n, uint32_t id) { return one<fbs::SymIntRefT>(n, id); };
+auto tensors_arg = [](const std::string& n, std::vector<uint32_t> ids) { return many<fbs::TensorListArgT>(n, std::move(ids)); };
+auto optional_tensors_arg = [](const std::string& n, std::vector<int32_t> ids) {
+  return many<fbs::OptionalTensorListArgT>(n, std::move(ids));
+};
 std::unique_ptr<fbs::ArgumentT> dtype_kwarg(fbs::ScalarType t) {
-  fbs::ScalarTypeArgT a;
-  a.value = t;
-  return arg("dtype", a, /*kwarg_only=*/true);
+  return one<fbs::ScalarTypeArgT>("dtype", t, /*kwarg_only=*/true);
 }
 std::unique_ptr<fbs::ArgumentT> scalar_int(const std::string& name, int64_t v) {
   fbs::ScalarArgT a;
   a.kind = fbs::ScalarKind::Int;
   a.int_value = v;
-  return arg(name, a);
-}
-std::unique_ptr<fbs::ArgumentT> sym_ref(const std::string& name, uint32_t id) {
-  fbs::SymIntRefT a;
-  a.value = id;
-  return arg(name, a);
-}
-std::unique_ptr<fbs::ArgumentT> tensors_arg(const std::string& name, std::vector<uint32_t> ids) {
-  fbs::TensorListArgT a;
-  a.values = std::move(ids);
-  return arg(name, a);
-}
-std::unique_ptr<fbs::ArgumentT> optional_tensors_arg(const std::string& name,
-                                                     std::vector<int32_t> ids) {
-  fbs::OptionalTensorListArgT a;
-  a.values = std::move(ids);
   return arg(name, a);
 }
 std::unique_ptr<fbs::ArgumentT> none_arg(const std::string& name) {
