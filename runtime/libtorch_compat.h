@@ -3,12 +3,24 @@
 //
 //   * c10::Allocator: 1.13 declares `DataPtr allocate(size_t) const`; 2.x makes it non-const
 //     and adds the pure virtual `copy_data` and the virtual `is_simple_data_ptr`.
+//   * c10::TypeKind::SymBoolType exists in 2.x only.
 #pragma once
 
+#include <ATen/core/jit_type_base.h>
 #include <c10/core/Allocator.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 namespace pt2rt {
+
+/// True for 2.x's SymBool schema type (`-> SymBool`); 1.13 has none.
+inline bool is_sym_bool_type(c10::TypeKind k) {
+#if TORCH_VERSION_MAJOR >= 2
+  return k == c10::TypeKind::SymBoolType;
+#else
+  (void)k;
+  return false;
+#endif
+}
 
 /// An allocator that forwards everything to `inner` after calling before_allocate(n), which
 /// may throw (a c10::Error, as an out-of-memory would) to refuse the allocation.

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "libtorch_compat.h"
+
 namespace pt2rt {
 namespace {
 
@@ -37,10 +39,19 @@ const std::vector<std::pair<std::string, std::string>> kDenied = {
     {"aten::_nested_view_from_jagged_copy", "views a buffer at offsets it does not check"},
 };
 
+// Rule 4's exception: operators that return nothing but only check a condition and raise an
+// error when it fails — what torch.export and AOTAutograd emit for runtime asserts on sizes.
+// (`_assert_async` is not among them: on CUDA it is a device-side assert that ends the
+// process's CUDA context.)
+const std::vector<std::string> kChecks = {"aten::_assert_scalar", "aten::_assert_tensor_metadata",
+                                          "aten::sym_constrain_range",
+                                          "aten::sym_constrain_range_for_size"};
+
 // Rule 8. The names ATen gives `str` arguments that select a mode of a kernel (an enum spelled
-// as text), collected from the schemas of LibTorch 1.13 and 2.x. Any other `str` argument —
-// `filename`, free text — refuses the operator.
-const std::vector<std::string> kModeSelectors = {
+// as text), collected from the schemas of LibTorch 1.13 and 2.x, plus `assert_msg` (the message
+// of a functional assert, only shown in the error it raises). Any other `str` argument —
+// `filename`, free text the kernel interprets — refuses the operator.
+const std::vector<std::string> kModeSelectors = {"assert_msg", 
     "UPLO",  "approximate", "compute_mode", "driver",   "equation", "indexing",
     "interpolation", "mode", "norm", "ord",  "p", "pad_mode", "padding",  "reduce",
     "rounding_mode", "side", "uplo"};
@@ -53,7 +64,8 @@ TypePtr unwrap_optional(const TypePtr& t, bool* optional) {
 
 bool is_number(TypeKind k) {
   return k == TypeKind::IntType || k == TypeKind::SymIntType || k == TypeKind::FloatType ||
-         k == TypeKind::SymFloatType || k == TypeKind::BoolType || k == TypeKind::NumberType;
+         k == TypeKind::SymFloatType || k == TypeKind::BoolType || is_sym_bool_type(k) ||
+         k == TypeKind::NumberType;
 }
 
 /// Element types of lists an archive can carry: Tensor[], Tensor?[], int[], SymInt[],
@@ -142,7 +154,7 @@ OpVerdict classify_schema(const c10::FunctionSchema& schema, bool dynamic_output
                                    "graph's mutations are InputMutation outputs)");
     }
   }
-  if (schema.returns().empty()) {
+  if (schema.returns().empty() && std::find(kChecks.begin(), kChecks.end(), name) == kChecks.end()) {
     return refuse("no-return", "returns nothing, so it can act only through side effects");
   }
   // aten::index.Tensor carries the tag because a boolean mask makes its result size depend on

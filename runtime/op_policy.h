@@ -16,7 +16,9 @@
 //      except optional ones (`Tensor(a!)? running_mean`), which every node must leave None
 //      (batch norm: or run in eval mode, where the stats are only read), checked at load by
 //      meta_check.cpp;
-//   4. it returns something (an op returning nothing can act only through side effects);
+//   4. it returns something (an op returning nothing can act only through side effects) —
+//      except the size checks torch.export emits (_assert_scalar, sym_constrain_range, ...),
+//      which only raise an error;
 //   5. no `dynamic_output_shape` tag (output sizes that depend on tensor data cannot be
 //      declared by a static program, nor bounded at load) — except aten::index.Tensor, whose
 //      size depends on data only for boolean masks, which the load-time meta check refuses;
@@ -24,7 +26,8 @@
 //   7. every argument has a type an archive can carry (no Storage, Stream, Dimname, custom
 //      class, Dict ...; a Generator only as an optional argument left at its default);
 //   8. a `str` argument is one of ATen's mode selectors (kModeSelectors: `approximate`,
-//      `rounding_mode`, `equation`, ...) — never a file name, path or free text.
+//      `rounding_mode`, `equation`, ...) or an assert's message — never a file name, path or
+//      free text a kernel interprets.
 //
 // schema/README.md ("Operator policy") documents the rules and the counts they give on
 // LibTorch 1.13 and 2.x; tests/cpp/policy/op_policy_report.cpp enumerates the dispatcher and

@@ -13,6 +13,9 @@ int main(int argc, char** argv) try {
     return 2;
   }
   const std::string dir = argv[1];
+  for (size_t slash = dir.find('/', 1); slash != std::string::npos; slash = dir.find('/', slash + 1)) {
+    ::mkdir(dir.substr(0, slash).c_str(), 0755);  // parents, as mkdir -p
+  }
   ::mkdir(dir.c_str(), 0755);
   for (const auto& [name, bytes] : pt2rt::test::all_reproducers()) {
     pt2rt::test::write_file(dir + "/" + name, bytes);

@@ -15,8 +15,8 @@
 //                                          the exporter emitted on this lane), with verdicts;
 //                                          exit 1 if the policy refuses any
 //   pt2rt_op_policy_report --expect-allowed OP... --expect-refused OP...
-//                                          exit 1 unless each OP ("aten::mm", "aten::add.Tensor";
-//                                          a bare name means every overload) has that verdict
+//                                          exit 1 unless each OP ("aten::mm" for the default
+//                                          overload, "aten::add.Tensor") has that verdict
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/jit_type.h>
 #include <torch/csrc/api/include/torch/version.h>
@@ -56,9 +56,8 @@ std::vector<Entry> enumerate() {
   return out;
 }
 
-bool matches(const Entry& e, const std::string& pattern) {
-  return e.name == pattern || e.name.rfind(pattern + ".", 0) == 0;
-}
+/// "aten::mm" is mm's default overload, "aten::add.Tensor" one overload.
+bool matches(const Entry& e, const std::string& pattern) { return e.name == pattern; }
 
 }  // namespace
 
