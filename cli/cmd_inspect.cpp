@@ -20,6 +20,12 @@ std::string read_text_entry(const Archive& archive, const std::string& name) {
   return std::string(bytes.begin(), bytes.end());
 }
 
+/// JSON text that stays valid whatever the archive holds: non-ASCII as \uXXXX escapes
+/// (so the terminal filter never needs to touch it), invalid UTF-8 replaced by U+FFFD.
+std::string dump_json(const nlohmann::ordered_json& j) {
+  return j.dump(2, ' ', /*ensure_ascii=*/true, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 GraphRole parse_role(const std::string& text) {
   for (GraphRole role :
        {GraphRole::Inference, GraphRole::Forward, GraphRole::Backward, GraphRole::Joint}) {
@@ -56,8 +62,7 @@ int cmd_inspect(int argc, char** argv) {
   facts.archive_format = read_text_entry(archive, kArchiveFormatEntry);
   facts.archive_version = read_text_entry(archive, kArchiveVersionEntry);
   facts.entries = archive.entries();
-  const auto bytes = archive.read(kProgramEntry);
-  const auto program = decode_program(bytes.data(), bytes.size());
+  const auto program = read_program(archive);
 
   if (role) {
     const Graph* graph = program->graph(*role);
@@ -69,7 +74,7 @@ int cmd_inspect(int argc, char** argv) {
       for (auto& g : j["graphs"]) {
         if (g["role"] != to_string(*role)) continue;
         g["nodes"] = node_lines(*program, *graph);
-        std::cout << g.dump(2) << "\n";
+        std::cout << dump_json(g) << "\n";
         break;
       }
     } else {
@@ -78,7 +83,7 @@ int cmd_inspect(int argc, char** argv) {
     return kExitOk;
   }
   if (result.count("json")) {
-    std::cout << summary_json(facts, *program).dump(2) << "\n";
+    std::cout << dump_json(summary_json(facts, *program)) << "\n";
   } else {
     print_summary(std::cout, facts, *program);
   }

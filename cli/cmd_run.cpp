@@ -39,6 +39,7 @@ int cmd_run(int argc, char** argv) {
       ("buffers", "write a dict FQN -> buffer value after the call here",
        cxxopts::value<std::string>());
   // clang-format on
+  add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
   if (!args) return kExitOk;
   const cxxopts::ParseResult& result = args->result;
@@ -56,7 +57,7 @@ int cmd_run(int argc, char** argv) {
     grad_outputs = load_tensor_list(result["grad-outputs"].as<std::string>(), "--grad-outputs");
   }
 
-  Model model = Model::load(path, device);
+  Model model = Model::load(path, device, load_options(result));
   if (!result.count("inputs")) {
     if (model.program().examples.empty()) {
       throw UsageError(path + " has no bundled example; give --inputs");

@@ -140,6 +140,7 @@ int cmd_train(int argc, char** argv) {
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
       ("save", "write the fine-tuned archive here (atomically)", cxxopts::value<std::string>());
   // clang-format on
+  add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
   if (!args) return kExitOk;
   const cxxopts::ParseResult& result = args->result;
@@ -169,7 +170,7 @@ int cmd_train(int argc, char** argv) {
     check_targets(s, eval_targets, "--eval-data");
   }
 
-  Model model = Model::load(path, s.device);
+  Model model = Model::load(path, s.device, load_options(result));
   const Program& program = model.program();
   if (program.graph(GraphRole::Forward) == nullptr ||
       program.graph(GraphRole::Backward) == nullptr) {

@@ -143,12 +143,13 @@ int cmd_verify(int argc, char** argv) {
   options.add_options()
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"));
   // clang-format on
+  add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
   if (!args) return kExitOk;
   const cxxopts::ParseResult& result = args->result;
   const std::string& path = args->path;
   const c10::Device device = parse_device(result["device"].as<std::string>());
-  Model model = Model::load(path, device);
+  Model model = Model::load(path, device, load_options(result));
   const Program& program = model.program();
   if (program.examples.empty()) {
     std::cout << path << ": no bundled examples, nothing to verify\n";

@@ -1,8 +1,11 @@
 // export-cli — save · inspect · run · verify · train pt2rt archives (model.pt2).
 //
-//   export-cli <subcommand> [options]     export-cli <subcommand> --help
+//   export-cli <subcommand> [options] [--verbose]     export-cli <subcommand> --help
 //
-// Exit codes: 0 ok, 1 a check failed, 2 usage or input error (one line on stderr).
+// Exit codes: 0 ok, 1 a check failed, 2 usage or input error (one line on stderr; with
+// --verbose the whole message: an ExecutionError's arguments and export stack trace, every
+// refused or missing operator). All output is filtered by terminal.h: archive text cannot
+// reach the terminal as control sequences.
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -12,6 +15,7 @@
 #include "cli.h"
 #include "options.h"
 #include "pt2rt/errors.h"
+#include "terminal.h"
 
 namespace {
 
@@ -27,14 +31,14 @@ constexpr const char* kUsage =
     "  verify   <model.pt2>                              check against bundled references\n"
     "  train    <model.pt2> --data train.pt ...          fine-tune in C++ and save\n"
     "\n"
+    "errors are one line on stderr; --verbose (any subcommand) prints them in full\n"
     "exit codes: 0 ok, 1 a check failed, 2 usage or input error\n";
 
-/// The first line of `text` (messages go to stderr as one line).
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+bool verbose = false;
 
 int fail(const std::string& command, const std::string& message) {
-  std::cerr << "export-cli" << (command.empty() ? "" : " " + command) << ": error: " << message
-            << std::endl;
+  std::cerr << "export-cli" << (command.empty() ? "" : " " + command) << ": error: "
+            << (verbose ? message : pt2rt::cli::one_line(message)) << std::endl;
   return pt2rt::cli::kExitUsage;
 }
 
@@ -42,6 +46,14 @@ int fail(const std::string& command, const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace pt2rt::cli;
+  const TerminalSafeText safe_output;
+  // --verbose may follow any subcommand; it is taken out before the subcommand parses.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--verbose") == 0) verbose = true;
+    else argv[kept++] = argv[i];
+  }
+  argc = kept;
   if (argc < 2) {
     std::cerr << kUsage;
     return kExitUsage;
@@ -62,18 +74,16 @@ int main(int argc, char** argv) {
   }
   try {
     return handler(argc - 1, argv + 1);
-  } catch (const pt2rt::ExecutionError& e) {
-    // Keep the context the runtime attached (arguments, export stack trace), not a C++ trace.
-    return fail(command, e.what());
   } catch (const pt2rt::Error& e) {
-    return fail(command, first_line(e.what()));
+    // ExecutionError's context (arguments, export stack trace) shows with --verbose.
+    return fail(command, e.what());
   } catch (const UsageError& e) {
     return fail(command, e.what());
   } catch (const cxxopts::exceptions::exception& e) {
     return fail(command, std::string(e.what()) + " (see --help)");
   } catch (const c10::Error& e) {
-    return fail(command, first_line(e.what_without_backtrace()));
+    return fail(command, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return fail(command, first_line(e.what()));
+    return fail(command, e.what());
   }
 }

@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <iostream>
+#include <vector>
 
 namespace pt2rt::cli {
 
@@ -11,7 +12,13 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
   auto result = options.parse(argc, argv);
   *help_shown = result.count("help") > 0;
   // Positional arguments are declared in the group "positional" and shown in the usage line.
-  if (*help_shown) std::cout << options.help({""}) << std::flush;
+  if (*help_shown) {
+    std::vector<std::string> groups = {""};
+    for (const std::string& g : options.groups()) {
+      if (g != "" && g != "positional") groups.push_back(g);
+    }
+    std::cout << options.help(groups) << std::flush;
+  }
   return result;
 }
 
@@ -28,6 +35,49 @@ cxxopts::Options model_options(const std::string& command, const std::string& de
   options.add_options("positional")("model", model_help, cxxopts::value<std::string>());
   options.parse_positional({"model"});
   return options;
+}
+
+void add_load_options(cxxopts::Options& options) {
+  // clang-format off
+  options.add_options("archive trust")
+      ("allow-op", "let the archive call this operator although pt2rt's operator policy "
+       "refuses it: ns::name (every overload) or ns::name.overload; repeatable",
+       cxxopts::value<std::vector<std::string>>())
+      ("max-run-bytes", "bound on one graph run's peak tensor bytes (default: max(32 MiB, "
+       "16 x archive size))", cxxopts::value<std::string>())
+      ("max-run-work", "bound on the element operations of one inference call plus one "
+       "training step (default: max(5e8, 500 x S x max(1, S/1MiB)) for an archive of S "
+       "bytes)", cxxopts::value<std::string>())
+      ("trusted", "the archive comes from a trusted source: no run bounds, dynamic shapes "
+       "accepted (the operator policy still applies; see --allow-op)");
+  // clang-format on
+}
+
+LoadOptions load_options(const cxxopts::ParseResult& result) {
+  LoadOptions o;
+  auto bound = [&](const char* name) -> uint64_t {
+    if (!result.count(name)) return 0;
+    const std::string text = result[name].as<std::string>();
+    size_t used = 0;
+    unsigned long long v = 0;
+    try {
+      v = std::stoull(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || v == 0 || text[0] == '-') {
+      throw UsageError(std::string("--") + name + " must be a positive integer, got '" + text + "'");
+    }
+    return v;
+  };
+  o.run.max_bytes = bound("max-run-bytes");
+  o.run.max_work = bound("max-run-work");
+  if (result.count("trusted")) {
+    o.run.max_bytes = o.run.max_work = RunLimits::kUnlimited;
+    o.allow_symbolic_shapes = true;
+  }
+  if (result.count("allow-op")) o.allow_operators = result["allow-op"].as<std::vector<std::string>>();
+  return o;
 }
 
 std::optional<ModelArgs> parse_model_options(cxxopts::Options& options, int argc, char** argv) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli.h"
+#include "pt2rt/load_options.h"
 
 namespace pt2rt::cli {
 
@@ -34,6 +35,15 @@ struct ModelArgs {
   cxxopts::ParseResult result;
   std::string path;  ///< the <model.pt2> argument, a regular file
 };
+
+/// Adds the options that widen what loading lets an archive do (pt2rt/load_options.h; the
+/// defaults are pt2rt's untrusted-archive policy): --allow-op NAME (repeatable),
+/// --max-run-bytes N, --max-run-work N, --trusted (no run bounds, dynamic shapes accepted;
+/// the operator policy still applies).
+void add_load_options(cxxopts::Options& options);
+/// The LoadOptions those options give.
+/// @throws UsageError for a bound that is not a positive integer.
+LoadOptions load_options(const cxxopts::ParseResult& result);
 
 /// parse_options on options made by model_options, then the <model.pt2> argument checked by
 /// require_file ("model archive"). std::nullopt when --help was shown (the caller then returns

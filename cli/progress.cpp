@@ -1,6 +1,8 @@
 // cli/progress.cpp — progress bar / plain progress lines for `export-cli train`.
 #include "progress.h"
 
+#include "terminal.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,7 +42,8 @@ void Progress::update(int64_t done, double running_loss) {
   const double since = std::chrono::duration<double>(now - last_print_).count();
   if (tty_) {
     if (since < 0.05 && done < total_) return;
-    std::cerr << "\r\033[K" << line(done, running_loss) << std::flush;
+    write_control(std::cerr, "\r\033[K");
+    std::cerr << line(done, running_loss) << std::flush;
   } else {
     if (since < plain_interval_s_) return;
     std::cout << line(done, running_loss) << std::endl;
@@ -49,7 +52,7 @@ void Progress::update(int64_t done, double running_loss) {
 }
 
 void Progress::finish() {
-  if (tty_) std::cerr << "\r\033[K" << std::flush;
+  if (tty_) write_control(std::cerr, "\r\033[K");
 }
 
 }  // namespace pt2rt::cli

@@ -15,6 +15,7 @@
 #include "archive_internal.h"
 #include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
+#include "pt2rt/text.h"
 #include "zip_layout.h"
 
 namespace pt2rt {
@@ -40,21 +41,38 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-/// Quotes untrusted archive text for messages (printable ASCII kept, the rest escaped).
-std::string quoted(const std::string& s, size_t limit = 64) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < limit; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
+/// True when `rest` (what follows "weights/" or "extra/") is a plain relative path: non-empty
+/// components, none "." or "..", no backslash or control byte, at most 1024 bytes.
+bool is_safe_relative_name(const std::string& rest) {
+  if (rest.empty() || rest.size() > 1024) return false;
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t end = std::min(rest.find('/', start), rest.size());
+    const std::string part = rest.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
   }
-  if (s.size() > limit) out += "...";
-  return out + "'";
+  for (const char ch : rest) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f || c == '\\') return false;
+  }
+  return true;
+}
+
+/// The archive layout (archive.h): the three fixed entries, weights/<name> and extra/<name>.
+/// Anything else — absolute names, "../" components, names no pt2rt writer produces — is
+/// refused at open, so no later step (Model::save copying entries, a tool extracting them)
+/// can be led outside the archive's own namespace.
+void check_entry_name(const std::string& source, const std::string& name) {
+  if (name == kArchiveFormatEntry || name == kArchiveVersionEntry || name == kProgramEntry) return;
+  for (const char* prefix : {kWeightsPrefix, kExtraPrefix}) {
+    const std::string p = prefix;
+    if (name.compare(0, p.size(), p) == 0 && is_safe_relative_name(name.substr(p.size()))) return;
+  }
+  throw FormatError(source + ": entry name " + quoted(name) +
+                    " is outside the archive layout (archive_format, archive_version, "
+                    "program.fb, weights/<name>, extra/<name>; relative names without '.', "
+                    "'..' or empty components)");
 }
 
 /// Major version of an archive_version string ("1", "1.2"); -1 when malformed.
@@ -72,6 +90,20 @@ long parse_major(const std::string& v) {
     if (!std::isdigit(static_cast<unsigned char>(v[i])) && v[i] != '.') return -1;
   }
   return major;
+}
+
+// Closes the entry `closer` holds; libzip reports a CRC mismatch here.
+void close_checked(ZipFileCloser& closer, const std::string& where) {
+  zip_file_t* f = closer.f;
+  closer.f = nullptr;
+  const int rc = zip_fclose(f);
+  if (rc != 0) {
+    zip_error_t err;
+    zip_error_init_with_code(&err, rc);
+    const std::string text = zip_error_strerror(&err);
+    zip_error_fini(&err);
+    throw FormatError(where + ": " + text);
+  }
 }
 
 // Reads exactly `size` bytes of entry `idx` into `dst`, then checks that the entry ends
@@ -110,15 +142,44 @@ void read_entry_locked(const Archive::Impl& impl, uint64_t idx, void* dst, uint6
     throw FormatError(where + ": holds more than its recorded " + std::to_string(size) +
                       " bytes");
   }
-  closer.f = nullptr;
-  const int rc = zip_fclose(f);
-  if (rc != 0) {
-    zip_error_t err;
-    zip_error_init_with_code(&err, rc);
-    const std::string text = zip_error_strerror(&err);
-    zip_error_fini(&err);
-    throw FormatError(where + ": " + text);
+  close_checked(closer, where);
+}
+
+// Reads compressed entry `idx`, which declares `size` uncompressed bytes, into `out`, growing
+// it in chunks of at most kGrowChunk bytes as data arrives; then checks, as read_entry_locked
+// does, that exactly `size` bytes came (which also makes libzip verify the CRC-32).
+void read_compressed_locked(const Archive::Impl& impl, uint64_t idx, uint64_t size,
+                            std::vector<uint8_t>& out) {
+  constexpr uint64_t kGrowChunk = uint64_t{1} << 20;
+  const std::string where = impl.source + ": entry " + quoted(impl.entries[idx].name, 256);
+  zip_file_t* f = zip_fopen_index(impl.za, idx, 0);
+  if (f == nullptr) {
+    throw FormatError(where + ": cannot open for reading (libzip: " + zip_strerror(impl.za) + ")");
   }
+  ZipFileCloser closer{f};
+  uint64_t done = 0;
+  while (true) {
+    // One byte past the declared size is requested to detect an entry that holds more.
+    const uint64_t want = std::min(kGrowChunk, size + 1 - done);
+    out.resize(static_cast<size_t>(done + want));
+    const zip_int64_t n = zip_fread(f, out.data() + done, want);
+    if (n < 0) {
+      throw FormatError(where + ": read failed after " + std::to_string(done) + " of " +
+                        std::to_string(size) + " bytes (libzip: " + zip_file_strerror(f) + ")");
+    }
+    done += static_cast<uint64_t>(n);
+    if (done > size) {
+      throw FormatError(where + ": holds more than its recorded " + std::to_string(size) +
+                        " bytes");
+    }
+    if (n == 0) break;
+  }
+  if (done != size) {
+    throw FormatError(where + ": short read, got " + std::to_string(done) + " of " +
+                      std::to_string(size) + " bytes");
+  }
+  out.resize(static_cast<size_t>(done));
+  close_checked(closer, where);
 }
 
 std::string read_small_entry(const Archive::Impl& impl, const char* name) {
@@ -216,6 +277,7 @@ Archive Archive::open(const std::string& path) {
   zip_t* za = open_zip_source(src, &err, path);
   auto impl = std::make_unique<Impl>();
   impl->source = path;
+  impl->size = static_cast<uint64_t>(st.st_size);
   impl->za = za;
   // The file stays open (libzip holds it) for the archive's lifetime; walk its layout now.
   std::vector<detail::ZipLayoutEntry> layout;
@@ -235,6 +297,7 @@ Archive Archive::from_bytes(const uint8_t* data, size_t size) {
   if (data == nullptr) throw FormatError(kMemory + ": null buffer");
   auto impl = std::make_unique<Impl>();
   impl->source = kMemory;
+  impl->size = size;
   impl->bytes.assign(data, data + size);
   zip_error_t err;
   zip_error_init(&err);
@@ -276,6 +339,7 @@ Archive Archive::open_source(std::unique_ptr<Impl> impl) {
     }
     EntryInfo e;
     e.name = st.name;
+    check_entry_name(src, e.name);
     e.size = st.size;
     e.compressed_size = st.comp_size;
     e.method = st.comp_method;
@@ -320,6 +384,7 @@ Archive Archive::open_source(std::unique_ptr<Impl> impl) {
 }
 
 const std::string& Archive::source() const { return impl_->source; }
+uint64_t Archive::size() const { return impl_->size; }
 const std::vector<EntryInfo>& Archive::entries() const { return impl_->entries; }
 bool Archive::has_entry(const std::string& name) const { return impl_->index.count(name) != 0; }
 
@@ -334,16 +399,27 @@ const EntryInfo& Archive::entry(const std::string& name) const {
 std::vector<uint8_t> Archive::read(const std::string& name, uint64_t max_size) const {
   const EntryInfo& e = entry(name);
   if (e.size > max_size) {
-    throw FormatError(impl_->source + ": entry '" + name + "' is " + std::to_string(e.size) +
-                      " bytes, more than the limit of " + std::to_string(max_size));
+    throw FormatError(impl_->source + ": entry " + quoted(name, 256) + " is " +
+                      std::to_string(e.size) + " bytes, more than the limit of " +
+                      std::to_string(max_size));
   }
   if (e.size > static_cast<uint64_t>(SIZE_MAX) / 2) {
-    throw FormatError(impl_->source + ": entry '" + name + "' is too large to read (" +
+    throw FormatError(impl_->source + ": entry " + quoted(name, 256) + " is too large to read (" +
                       std::to_string(e.size) + " bytes)");
   }
-  std::vector<uint8_t> out(static_cast<size_t>(e.size));
   std::lock_guard<std::mutex> lock(impl_->mu);
-  read_entry_locked(*impl_, impl_->index.at(name), out.data(), e.size);
+  const uint64_t idx = impl_->index.at(name);
+  if (e.stored) {
+    // A STORED entry's data lies inside the file (checked at open): its declared size is
+    // bounded by the file's, so the buffer can be allocated up front.
+    std::vector<uint8_t> out(static_cast<size_t>(e.size));
+    read_entry_locked(*impl_, idx, out.data(), e.size);
+    return out;
+  }
+  // A compressed entry may declare any uncompressed size (up to max_size) whatever its
+  // compressed bytes hold: grow the buffer only as inflated data actually arrives.
+  std::vector<uint8_t> out;
+  read_compressed_locked(*impl_, idx, e.size, out);
   return out;
 }
 

@@ -16,6 +16,7 @@ namespace pt2rt {
 
 struct Archive::Impl {
   std::string source;                 ///< path, or "<memory>"
+  uint64_t size = 0;                  ///< bytes of the archive file / buffer
   std::vector<uint8_t> bytes;         ///< from_bytes: the owned copy libzip reads from
   zip_t* za = nullptr;                ///< owned; every use holds `mu`
   std::vector<EntryInfo> entries;     ///< libzip index order

@@ -5,12 +5,15 @@
 // can fail a write halfway, and we decide when to fsync and rename.
 #include "pt2rt/archive_writer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -171,6 +174,43 @@ std::string base_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+/// Temp files of a save to `<dir>/<base>` are `<dir>/.<base>.pt2rt-tmp-XXXXXX` (mkostemp):
+/// the prefix names pt2rt, so remove_stale_temp_files never touches another program's files.
+std::string temp_prefix(const std::string& base) { return "." + base + ".pt2rt-tmp-"; }
+
+/// Removes the temp files that interrupted saves (a killed process, a power cut) left for
+/// `<dir>/<base>`: names temp_prefix(base) followed by exactly six mkstemp characters,
+/// regular files owned by this user, not symlinks, and not locked — a live save holds an
+/// exclusive flock on its temp file from creation to rename, so a file whose lock this call can
+/// take belongs to no running save. Best effort: a file that cannot be examined is left alone.
+void remove_stale_temp_files(const std::string& dir, const std::string& base) {
+  const std::string prefix = temp_prefix(base);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> candidates;
+  while (const dirent* ent = ::readdir(d)) {
+    const std::string name = ent->d_name;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    bool ok = true;
+    for (size_t i = prefix.size(); i < name.size(); ++i) {
+      ok = ok && std::isalnum(static_cast<unsigned char>(name[i]));
+    }
+    if (ok) candidates.push_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& name : candidates) {
+    const std::string full = dir + "/" + name;
+    const int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      ::unlink(full.c_str());
+    }
+    ::close(fd);  // releases the lock
+  }
+}
+
 /// Removes the temp file (and closes its descriptor) unless released.
 struct TempGuard {
   std::string path;
@@ -207,13 +247,18 @@ void write_entries(const std::string& path, const std::vector<EntrySource>& entr
   }
 
   const std::string dir = dir_of(path);
-  std::string tmpl = dir + "/." + base_of(path) + ".tmp-XXXXXX";
+  remove_stale_temp_files(dir, base_of(path));
+  std::string tmpl = dir + "/" + temp_prefix(base_of(path)) + "XXXXXX";
   TempGuard temp;
-  temp.fd = ::mkstemp(tmpl.data());
+  temp.fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (temp.fd < 0) {
     throw Error(where + ": cannot create a temp file in '" + dir + "' (" + std::strerror(errno) + ")");
   }
   temp.path = tmpl;
+  // Held until the descriptor is closed: tells remove_stale_temp_files this save is alive.
+  if (::flock(temp.fd, LOCK_EX | LOCK_NB) != 0) {
+    throw Error(where + ": cannot lock the temp file (" + std::string(std::strerror(errno)) + ")");
+  }
 
   TempFile state;
   state.fd = temp.fd;
@@ -306,15 +351,15 @@ void write_entries(const std::string& path, const std::vector<EntrySource>& entr
   if (::fchmod(temp.fd, mode) != 0 || ::fsync(temp.fd) != 0) {
     throw Error(where + ": cannot sync the temp file (" + std::strerror(errno) + ")");
   }
-  const int fd = temp.fd;
-  temp.fd = -1;
-  if (::close(fd) != 0) {
-    throw Error(where + ": cannot close the temp file (" + std::strerror(errno) + ")");
-  }
+  // Renamed while still open, so its flock keeps remove_stale_temp_files away until then; the
+  // data is already durable (fsync), so closing afterwards cannot lose it.
   if (::rename(temp.path.c_str(), path.c_str()) != 0) {
     throw Error(where + ": cannot rename the temp file over it (" + std::strerror(errno) + ")");
   }
   temp.armed = false;
+  const int fd = temp.fd;
+  temp.fd = -1;
+  ::close(fd);
   // Make the rename durable. Best effort: some file systems refuse fsync on directories.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
@@ -363,6 +408,15 @@ void write_archive_copy(const std::string& path, const Archive& source,
       sources.push_back({e.name, r->bytes.size, r->bytes.data, nullptr, 0});
       used.insert(e.name);
     } else {
+      // A compressed entry is inflated and written STORED: bound what that may cost before
+      // a byte is written (a few KB of DEFLATE can declare and hold gigabytes).
+      if (!e.stored && e.size > options.limits.max_entry_bytes) {
+        throw Error("cannot write '" + path + "': entry '" + e.name + "' of '" + source.source() +
+                    "' is compressed and inflates to " + std::to_string(e.size) +
+                    " bytes, more than the limit of " +
+                    std::to_string(options.limits.max_entry_bytes) +
+                    " (ArchiveLimits::max_entry_bytes)");
+      }
       sources.push_back({e.name, e.size, nullptr, from, detail::ArchiveAccess::index_of(source, e.name)});
     }
   }

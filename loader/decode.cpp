@@ -7,6 +7,7 @@
 //   → the semantic pass of validate.cpp.
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -77,16 +78,20 @@ void check_schema_version(uint32_t major, uint32_t minor) {
   }
 }
 
-std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
-template <typename T>
-std::vector<T> vec(const flatbuffers::Vector<T>* v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
-}
-
 /// Converts the verified FlatBuffer into the IR; `where_` names what is being converted.
+///
+/// Every string and vector copied out of the buffer, and every IR object made, is charged to a
+/// byte budget (ArchiveLimits::decoded_bytes_for): the Verifier bounds how many tables a buffer
+/// may visit, but not what K references to one shared L-byte string cost once copied (K·L).
+/// Vectors of 8-byte scalars must be 8-byte aligned in the buffer (every FlatBuffers builder
+/// aligns them; the Verifier checks only 4), so no misaligned load happens here or in the
+/// object API's UnPack that Model::save runs on bytes this decoder accepted. Every union value
+/// and nested table is checked for presence before use: the Verifier accepts a union whose
+/// type is set and whose value is absent.
 class Converter {
  public:
+  explicit Converter(uint64_t budget) : budget_(budget) {}
+
   Program convert(const fbs::Program& p) {
     Program out;
     out.schema_major = p.schema_version()->major();
@@ -98,14 +103,21 @@ class Converter {
     if (const auto* ops = p.operators()) {
       for (flatbuffers::uoffset_t i = 0; i < ops->size(); ++i) {
         const auto* o = ops->Get(i);
+        charge(sizeof(Operator));
         out.operators.push_back({str(o->name()), str(o->overload()), str(o->schema())});
       }
     }
     if (const auto* syms = p.symbols()) {
-      for (const auto* s : *syms) out.symbols.push_back({str(s->name()), s->hint()});
+      for (const auto* s : *syms) {
+        charge(sizeof(Symbol));
+        out.symbols.push_back({str(s->name()), s->hint()});
+      }
     }
     if (const auto* rcs = p.range_constraints()) {
-      for (const auto* r : *rcs) out.range_constraints.push_back({r->symbol(), r->min(), r->max()});
+      for (const auto* r : *rcs) {
+        charge(sizeof(RangeConstraint));
+        out.range_constraints.push_back({r->symbol(), r->min(), r->max()});
+      }
     }
     if (const auto* ws = p.weights()) {
       for (flatbuffers::uoffset_t i = 0; i < ws->size(); ++i) {
@@ -125,15 +137,60 @@ class Converter {
       }
     }
     if (const auto* md = p.metadata()) {
-      for (const auto* kv : *md) out.metadata.emplace(str(kv->key()), str(kv->value()));
+      for (const auto* kv : *md) {
+        charge(64);  // a std::map node
+        out.metadata.emplace(str(kv->key()), str(kv->value()));
+      }
     }
     return out;
   }
 
  private:
   std::string where_;
+  const uint64_t budget_;
+  uint64_t used_ = 0;
 
   [[noreturn]] void bad(const std::string& what) const { fail(where_ + ": " + what); }
+
+  /// Counts `bytes` against the decode budget.
+  void charge(uint64_t bytes) {
+    if (__builtin_add_overflow(used_, bytes, &used_) || used_ > budget_) {
+      fail("decoding needs more than " + std::to_string(budget_) +
+           " bytes (ArchiveLimits::max_decoded_bytes), at " + where_ +
+           ": the program references the same strings or vectors from many tables, or is "
+           "larger than this limit allows");
+    }
+  }
+
+  std::string str(const flatbuffers::String* s) {
+    if (s == nullptr) return std::string();
+    charge(sizeof(std::string) + s->size());
+    return std::string(s->c_str(), s->size());
+  }
+
+  template <typename T>
+  std::vector<T> vec(const flatbuffers::Vector<T>* v) {
+    if (v == nullptr) return std::vector<T>();
+    const uint64_t bytes = static_cast<uint64_t>(v->size()) * sizeof(T);
+    if (reinterpret_cast<uintptr_t>(v->Data()) % alignof(T) != 0) {
+      bad("a vector of " + std::to_string(sizeof(T)) + "-byte elements is not " +
+          std::to_string(alignof(T)) + "-byte aligned in the buffer");
+    }
+    charge(sizeof(std::vector<T>) + bytes);
+    std::vector<T> out(v->size());
+    if (bytes != 0) std::memcpy(out.data(), v->Data(), static_cast<size_t>(bytes));
+    return out;
+  }
+
+  std::vector<bool> bools(const flatbuffers::Vector<uint8_t>* v) {
+    std::vector<bool> out;
+    if (v == nullptr) return out;
+    charge(sizeof(out) + v->size() / 8 + 1);
+    out.reserve(v->size());
+    for (uint8_t b : *v) out.push_back(b != 0);
+    return out;
+  }
+
 
   c10::ScalarType dtype(fbs::ScalarType t) {
     const int v = static_cast<int>(t);
@@ -175,6 +232,7 @@ class Converter {
   }
 
   SymExpr sym_expr(const fbs::SymExpr& e) {
+    charge(sizeof(SymExpr));
     SymExpr out;
     const int op = static_cast<int>(e.op());
     if (op < 0 || op > static_cast<int>(fbs::SymOp::Ge)) bad("unknown SymOp " + std::to_string(op));
@@ -188,6 +246,7 @@ class Converter {
   }
 
   Dim dim(const fbs::Dim* d) {
+    charge(sizeof(Dim));
     Dim out;
     if (d == nullptr) return out;
     out.value = d->value();
@@ -216,6 +275,7 @@ class Converter {
   }
 
   Value value(const fbs::Value& v) {
+    charge(sizeof(Value));
     Value out;
     out.name = str(v.name());
     const int kind = static_cast<int>(v.kind());
@@ -230,6 +290,15 @@ class Converter {
 
   ArgumentValue argument_value(const fbs::Argument& a, const std::string& name) {
     using T = fbs::ArgumentValue;
+    charge(sizeof(Argument));
+    if (a.value_type() != T::NONE && a.value() == nullptr) {
+      // The Verifier accepts a union whose type field is set and whose value is absent.
+      const int kind = static_cast<int>(a.value_type());
+      bad("argument '" + name + "' is a " +
+          (kind <= static_cast<int>(T::MAX) ? fbs::EnumNameArgumentValue(a.value_type())
+                                            : "union member " + std::to_string(kind)) +
+          " without a value");
+    }
     switch (a.value_type()) {
       case T::NONE:
         bad("argument '" + name + "' has no value");
@@ -241,9 +310,9 @@ class Converter {
         return TensorListArg{vec(a.value_as_TensorListArg()->values())};
       case T::OptionalTensorListArg: {
         OptionalTensorListArg out;
-        for (int32_t v : vec(a.value_as_OptionalTensorListArg()->values())) {
-          out.values.push_back(v);
-        }
+        const std::vector<int32_t> ids = vec(a.value_as_OptionalTensorListArg()->values());
+        charge(ids.size() * sizeof(int64_t));
+        out.values.assign(ids.begin(), ids.end());
         return out;
       }
       case T::TensorListRef:
@@ -258,9 +327,7 @@ class Converter {
         const auto* s = a.value_as_SymIntListArg();
         SymIntListArg out;
         out.values = vec(s->values());
-        if (s->is_ref() != nullptr) {
-          for (uint8_t b : *s->is_ref()) out.is_ref.push_back(b != 0);
-        }
+        out.is_ref = bools(s->is_ref());
         if (out.is_ref.empty()) out.is_ref.assign(out.values.size(), false);
         if (out.is_ref.size() != out.values.size()) {
           bad("argument '" + name + "': SymInt list has " + std::to_string(out.values.size()) +
@@ -275,11 +342,7 @@ class Converter {
       case T::BoolArg:
         return ArgumentValue(std::in_place_type<bool>, a.value_as_BoolArg()->value());
       case T::BoolListArg: {
-        BoolListArg out;
-        if (const auto* v = a.value_as_BoolListArg()->values()) {
-          for (uint8_t b : *v) out.values.push_back(b != 0);
-        }
-        return out;
+        return BoolListArg{bools(a.value_as_BoolListArg()->values())};
       }
       case T::StringArg:
         return ArgumentValue(std::in_place_type<std::string>, str(a.value_as_StringArg()->value()));
@@ -313,6 +376,7 @@ class Converter {
   }
 
   InputDescriptor input_descriptor(const fbs::InputDescriptor& d) {
+    charge(sizeof(InputDescriptor) + 32);  // + the shared_ptr control block of a nested one
     InputDescriptor out;
     const int kind = static_cast<int>(d.kind());
     if (kind > static_cast<int>(fbs::InputKind::Dummy)) {
@@ -332,6 +396,7 @@ class Converter {
   }
 
   OutputDescriptor output_descriptor(const fbs::OutputDescriptor& d) {
+    charge(sizeof(OutputDescriptor) + 32);
     OutputDescriptor out;
     const int kind = static_cast<int>(d.kind());
     if (kind > static_cast<int>(fbs::OutputKind::SavedNoVcCheck)) {
@@ -363,13 +428,17 @@ class Converter {
     if (const auto* ns = g.nodes()) {
       for (flatbuffers::uoffset_t i = 0; i < ns->size(); ++i) {
         const auto* n = ns->Get(i);
+        charge(sizeof(Node));
         Node node;
         node.op = n->op();
         if (const auto* d = n->debug()) {
           node.debug.fx_name = str(d->fx_name());
           node.debug.module_fqn = str(d->module_fqn());
           if (const auto* st = d->nn_module_stack()) {
-            for (const auto* s : *st) node.debug.nn_module_stack.push_back(str(s));
+            for (const auto* s : *st) {
+              charge(sizeof(std::string));
+              node.debug.nn_module_stack.push_back(str(s));
+            }
           }
           node.debug.stack_trace = str(d->stack_trace());
         }
@@ -392,6 +461,7 @@ class Converter {
       for (flatbuffers::uoffset_t i = 0; i < ins->size(); ++i) {
         const auto* in = ins->Get(i);
         if (in->descriptor() == nullptr) bad("input " + std::to_string(i) + " has no descriptor");
+        charge(sizeof(GraphInput));
         out.inputs.push_back({in->value(), input_descriptor(*in->descriptor())});
       }
     }
@@ -399,6 +469,7 @@ class Converter {
       for (flatbuffers::uoffset_t i = 0; i < outs->size(); ++i) {
         const auto* o = outs->Get(i);
         if (o->descriptor() == nullptr) bad("output " + std::to_string(i) + " has no descriptor");
+        charge(sizeof(GraphOutput));
         out.outputs.push_back({o->value(), output_descriptor(*o->descriptor())});
       }
     }
@@ -406,6 +477,7 @@ class Converter {
   }
 
   WeightInfo weight(const fbs::Weight& w) {
+    charge(sizeof(WeightInfo));
     WeightInfo out;
     out.fqn = str(w.fqn());
     where_ += " '" + out.fqn + "'";
@@ -426,6 +498,7 @@ class Converter {
   TensorData tensor_data(const fbs::TensorData* t) {
     TensorData out;
     if (t == nullptr) bad("missing tensor");
+    charge(sizeof(TensorData));
     out.dtype = dtype(t->dtype());
     out.sizes = vec(t->sizes());
     out.data = vec(t->data());
@@ -445,16 +518,21 @@ class Converter {
       const flatbuffers::Vector<flatbuffers::Offset<fbs::NamedTensor>>* v) {
     std::vector<std::pair<std::string, TensorData>> out;
     if (v != nullptr) {
-      for (const auto* t : *v) out.emplace_back(str(t->name()), tensor_data(t->tensor()));
+      for (const auto* t : *v) {
+        charge(sizeof(std::string));
+        out.emplace_back(str(t->name()), tensor_data(t->tensor()));
+      }
     }
     return out;
   }
 
   Example example(const fbs::Example& e) {
+    charge(sizeof(Example));
     Example out;
     out.name = str(e.name());
     out.inputs = tensors(e.inputs());
     if (const auto* r = e.references()) {
+      charge(sizeof(ExampleReferences));
       ExampleReferences refs;
       refs.outputs = tensors(r->outputs());
       refs.train_outputs = tensors(r->train_outputs());
@@ -469,10 +547,15 @@ class Converter {
 
 }  // namespace
 
-std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size) {
+std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size,
+                                              const ArchiveLimits& limits) {
   if (data == nullptr || size < kMinBufferSize) {
     fail(std::to_string(size) + " bytes is too small for a FlatBuffer (minimum " +
          std::to_string(kMinBufferSize) + ")");
+  }
+  if (size > limits.max_program_bytes) {
+    fail(std::to_string(size) + " bytes is more than the limit of " +
+         std::to_string(limits.max_program_bytes) + " (ArchiveLimits::max_program_bytes)");
   }
   if (size >= FLATBUFFERS_MAX_BUFFER_SIZE) {
     fail(std::to_string(size) + " bytes is larger than a FlatBuffer can be (" +
@@ -511,20 +594,31 @@ std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size) 
   if (root->schema_version() == nullptr) fail("schema_version is missing");
   if (!peeked) check_schema_version(root->schema_version()->major(), root->schema_version()->minor());
 
-  auto program = std::make_shared<Program>(Converter().convert(*root));
+  auto program =
+      std::make_shared<Program>(Converter(limits.decoded_bytes_for(size)).convert(*root));
   validate_program(*program);
   return program;
 }
 
-std::shared_ptr<const Program> read_program(const Archive& archive) {
+std::vector<uint8_t> read_program_bytes(const Archive& archive, const ArchiveLimits& limits) {
   const EntryInfo& e = archive.entry(kProgramEntry);
   if (!e.stored) {
     throw FormatError(archive.source() + ": entry '" + kProgramEntry + "' is compressed (method " +
                       std::to_string(e.method) + "); every entry of a pt2rt archive is STORED");
   }
-  const std::vector<uint8_t> bytes = archive.read(kProgramEntry, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
+  const uint64_t limit = std::min<uint64_t>(limits.max_program_bytes, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
+  if (e.size > limit) {
+    throw FormatError(archive.source() + ": entry '" + kProgramEntry + "' is " +
+                      std::to_string(e.size) + " bytes, more than the limit of " +
+                      std::to_string(limit) + " (ArchiveLimits::max_program_bytes)");
+  }
+  return archive.read(kProgramEntry, limit);
+}
+
+std::shared_ptr<const Program> read_program(const Archive& archive, const ArchiveLimits& limits) {
+  const std::vector<uint8_t> bytes = read_program_bytes(archive, limits);
   try {
-    return decode_program(bytes.data(), bytes.size());
+    return decode_program(bytes.data(), bytes.size(), limits);
   } catch (const FormatError& err) {
     throw FormatError(archive.source() + ": " + err.message());
   }

@@ -4,11 +4,13 @@
 #include <string>
 
 #include "pt2rt/program.h"
+#include "pt2rt/text.h"
 
 namespace pt2rt {
 namespace {
 
-std::string str(const std::string& s) { return "'" + s + "'"; }
+// Archive text, escaped one-to-one (reprs double as set keys in validate.cpp).
+std::string str(const std::string& s) { return quoted(s, std::string::npos); }
 
 std::string nested(const std::shared_ptr<const InputDescriptor>& d) {
   return d ? d->to_string() : "None";

@@ -11,9 +11,12 @@
 
 namespace pt2rt {
 
-std::vector<uint8_t> drop_example_references(const uint8_t* data, size_t size) {
-  // Full verification and validation first: UnPack must only see verified bytes.
-  const std::shared_ptr<const Program> program = decode_program(data, size);
+std::vector<uint8_t> drop_example_references(const uint8_t* data, size_t size,
+                                             const ArchiveLimits& limits) {
+  // Full verification, bounded decoding and validation first: UnPack must only see bytes
+  // decode_program accepted (no absent union values, aligned vectors, and no sharing that
+  // would make UnPack's copies exceed limits.decoded_bytes_for(size)).
+  const std::shared_ptr<const Program> program = decode_program(data, size, limits);
   bool any = false;
   for (const Example& ex : program->examples) any = any || ex.references.has_value();
   if (!any) return std::vector<uint8_t>(data, data + size);

@@ -409,10 +409,10 @@ class Validator {
       if (k == OutputKind::Saved && out.value == -1) {
         fail(what + " " + out.descriptor.to_string() + " is None");
       }
-      if (k == OutputKind::InputMutation) {
-        bool found = false;
-        for (const GraphInput& in : g.inputs) found = found || in.descriptor == *out.descriptor.of;
-        if (!found) fail(what + " " + out.descriptor.to_string() + " names no input of this graph");
+      // seen_in holds every input descriptor's text: one lookup, not a scan of the inputs
+      // (the check must stay linear in the program's size).
+      if (k == OutputKind::InputMutation && seen_in.count(out.descriptor.of->to_string()) == 0) {
+        fail(what + " " + out.descriptor.to_string() + " names no input of this graph");
       }
       if (!seen_out.insert(out.descriptor.to_string()).second) {
         fail(what + " repeats descriptor " + out.descriptor.to_string());
@@ -463,6 +463,11 @@ class Validator {
         saved_out[o.descriptor.idx] = fwd->values[static_cast<size_t>(o.value)].kind;
       }
     }
+    // Descriptor texts of forward's inputs and outputs, looked up once per backward
+    // input/output (linear, not inputs x outputs).
+    std::set<std::string> fwd_inputs, fwd_outputs;
+    for (const GraphInput& in : fwd->inputs) fwd_inputs.insert(in.descriptor.to_string());
+    for (const GraphOutput& o : fwd->outputs) fwd_outputs.insert(o.descriptor.to_string());
     size_t saved_in = 0;
     for (size_t i = 0; i < bwd->inputs.size(); ++i) {
       const GraphInput& in = bwd->inputs[i];
@@ -479,10 +484,9 @@ class Validator {
           fail(what + " is a " + to_string(k) + ", but graph 'forward' saves a " +
                to_string(it->second));
         }
-      } else if (in.descriptor.kind == InputKind::Tangent) {
-        bool found = false;
-        for (const GraphOutput& o : fwd->outputs) found = found || o.descriptor == *in.descriptor.output;
-        if (!found) fail(what + " is the tangent of no output of graph 'forward'");
+      } else if (in.descriptor.kind == InputKind::Tangent &&
+                 fwd_outputs.count(in.descriptor.output->to_string()) == 0) {
+        fail(what + " is the tangent of no output of graph 'forward'");
       }
     }
     if (saved_in != saved_out.size()) {
@@ -492,9 +496,7 @@ class Validator {
     for (size_t i = 0; i < bwd->outputs.size(); ++i) {
       const GraphOutput& o = bwd->outputs[i];
       if (o.descriptor.kind != OutputKind::Grad) continue;
-      bool found = false;
-      for (const GraphInput& in : fwd->inputs) found = found || in.descriptor == *o.descriptor.of;
-      if (!found) {
+      if (fwd_inputs.count(o.descriptor.of->to_string()) == 0) {
         fail("output " + std::to_string(i) + " " + o.descriptor.to_string() +
              " names no input of graph 'forward'");
       }

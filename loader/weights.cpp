@@ -118,9 +118,9 @@ void save_weights(const std::string& path, const Archive& source, const Program&
     throw InputError("save: " + std::to_string(weights.size()) + " tensors given, the program has " +
                      std::to_string(program.weights.size()) + " weights");
   }
-  const std::vector<uint8_t> old_program = source.read(kProgramEntry, UINT32_MAX);
+  const std::vector<uint8_t> old_program = read_program_bytes(source, options.limits);
   const std::vector<uint8_t> new_program =
-      drop_example_references(old_program.data(), old_program.size());
+      drop_example_references(old_program.data(), old_program.size(), options.limits);
   std::vector<at::Tensor> bytes;
   bytes.reserve(weights.size());
   std::vector<NewEntry> replacements;

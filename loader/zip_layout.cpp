@@ -181,7 +181,8 @@ std::vector<ZipLayoutEntry> read_zip_layout(uint64_t file_size, const ReadAt& re
     const size_t ln = u16(local.data() + 26), lm = u16(local.data() + 28);
     const std::vector<uint8_t> lname = read_range(
         read_at, file_size, e.local_header_offset + kLocalSize, ln, "local header name");
-    if (ln != n || std::memcmp(lname.data(), e.name.data(), n) != 0) {
+    // (memcmp only for n > 0: an empty vector's data() may be null, which memcmp must not get)
+    if (ln != n || (n > 0 && std::memcmp(lname.data(), e.name.data(), n) != 0)) {
       throw ZipLayoutError("entry '" + e.name + "': local header name '" +
                            std::string(lname.begin(), lname.end()) +
                            "' differs from the central directory");

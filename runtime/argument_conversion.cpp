@@ -8,12 +8,16 @@
 #include <sstream>
 
 #include "pt2rt/errors.h"
+#include "pt2rt/text.h"
 
 namespace pt2rt {
 namespace {
 
 using c10::TypeKind;
 using c10::TypePtr;
+
+/// Longest str argument accepted (mode selectors and einsum equations are far shorter).
+constexpr size_t kMaxStringArgument = 256;
 
 const char* argument_kind_name(const ArgumentValue& v) {
   static const char* const names[] = {
@@ -290,16 +294,26 @@ class Converter {
 
   PlannedArg on(const std::string& s, const TypePtr& type) {
     if (type->kind() == TypeKind::StringType || type->kind() == TypeKind::AnyType) {
+      // The operator policy admits str arguments only as mode selectors ("tanh", "floor",
+      // "ij,jk->ik"): short printable ASCII. Anything else is refused here, whatever op.
+      if (s.size() > kMaxStringArgument) {
+        fail("a str of " + std::to_string(s.size()) + " bytes (at most " +
+             std::to_string(kMaxStringArgument) + " are accepted)");
+      }
+      for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c > 0x7e) fail("str " + quoted(s) + " holds a non-printable byte");
+      }
       return constant(c10::IValue(s));
     }
     if (type->kind() == TypeKind::DeviceObjType) {
       c10::Device d(c10::kCPU);
       try {
-        d = c10::Device(s);
+        d = c10::Device(s.substr(0, 64));
       } catch (const c10::Error&) {
-        fail("'" + s + "' is not a device");
+        fail(quoted(s, 64) + " is not a device");
       }
-      return constant(c10::IValue(retarget_device(d, ctx_.device)));
+      return on(d, type);
     }
     mismatch(ArgumentValue(s));
   }
@@ -317,6 +331,9 @@ class Converter {
   }
 
   PlannedArg on(const c10::ScalarType& t, const TypePtr& type) {
+    if (c10::isQIntType(t)) {
+      fail(std::string("quantized dtype ") + c10::toString(t) + " is not supported");
+    }
     TypeKind k = type->kind();
     if (k == TypeKind::ScalarTypeType || k == TypeKind::IntType || k == TypeKind::AnyType) {
       return constant(c10::IValue(t));
@@ -325,6 +342,13 @@ class Converter {
   }
 
   PlannedArg on(const c10::Layout& l, const TypePtr& type) {
+    // Every tensor of the format is strided (TensorMeta.layout); sparse and mkldnn tensors
+    // carry invariants that the kernels building them do not always check.
+    if (l != c10::kStrided) {
+      std::ostringstream os;
+      os << "layout " << l << " is not supported (only strided)";
+      fail(os.str());
+    }
     TypeKind k = type->kind();
     if (k == TypeKind::LayoutType || k == TypeKind::IntType || k == TypeKind::AnyType) {
       return constant(c10::IValue(l));
@@ -341,6 +365,9 @@ class Converter {
   }
 
   PlannedArg on(const c10::Device& d, const TypePtr& type) {
+    if (!d.is_cpu() && !d.is_cuda() && !d.is_meta()) {
+      fail("device '" + d.str() + "' is not supported (cpu, cuda or meta)");
+    }
     if (type->kind() == TypeKind::DeviceObjType || type->kind() == TypeKind::AnyType) {
       return constant(c10::IValue(retarget_device(d, ctx_.device)));
     }
@@ -373,7 +400,7 @@ class Converter {
 
 SchemaMismatch::SchemaMismatch(const NodeContext& ctx, std::string argument_, std::string problem_)
     : FormatError(ctx.describe() + ": " +
-                  (argument_.empty() ? problem_ : "argument '" + argument_ + "' " + problem_)),
+                  (argument_.empty() ? problem_ : "argument " + quoted(argument_, 128) + " " + problem_)),
       where(ctx.describe()),
       argument(std::move(argument_)),
       problem(std::move(problem_)) {}
@@ -382,8 +409,8 @@ std::string NodeContext::describe() const {
   const Node& n = node();
   std::ostringstream os;
   os << "graph " << to_string(graph.role) << ", node " << node_index;
-  if (!n.debug.fx_name.empty()) os << " '" << n.debug.fx_name << "'";
-  os << " (" << op.qualified() << ")";
+  if (!n.debug.fx_name.empty()) os << " " << quoted(n.debug.fx_name, 128);
+  os << " (" << escaped(op.qualified(), 256) << ")";
   return os.str();
 }
 
@@ -411,7 +438,7 @@ std::vector<PlannedArg> plan_arguments(const NodeContext& ctx, const c10::Functi
                            "is not in the running LibTorch's schema " + c10::toString(schema));
     }
     if (assigned[j]) {
-      throw FormatError(ctx.describe() + ": argument '" + a.name + "' is given twice");
+      throw FormatError(ctx.describe() + ": argument " + quoted(a.name, 128) + " is given twice");
     }
     assigned[j] = &a;
   }

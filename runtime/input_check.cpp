@@ -53,6 +53,14 @@ void check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
       return "input " + std::to_string(i) + " (" + v.name + "): expected " + expected();
     };
     if (!t.defined()) throw InputError(prefix() + ", got an undefined tensor");
+    // The format's tensors are strided; a sparse, mkldnn, nested or quantized input would reach
+    // kernels that were verified (on the meta device) for dense ones only.
+    if (t.layout() != c10::kStrided || t.is_quantized() || t.is_mkldnn() || t.is_nested()) {
+      std::ostringstream os;
+      os << prefix() << ", got a " << (t.is_quantized() ? "quantized" : t.is_nested() ? "nested" : "")
+         << " tensor of layout " << t.layout() << " (only strided, dense tensors are accepted)";
+      throw InputError(os.str());
+    }
     if (!v.meta) continue;
     const TensorMeta& m = *v.meta;
     auto got = [&] {

@@ -11,7 +11,8 @@
 
 namespace pt2rt {
 
-/// Checks count, definedness, dtype, rank, static sizes (exact), symbolic sizes against the
+/// Checks count, definedness, layout (strided, dense: no sparse, mkldnn, nested or quantized
+/// tensors), dtype, rank, static sizes (exact), symbolic sizes against the
 /// symbol's range constraint, and device (== `device`; a device without index matches any
 /// index of its type) of every user input, in that order.
 /// @throws InputError naming the input by index and name, e.g.

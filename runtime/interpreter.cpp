@@ -3,8 +3,10 @@
 
 #include <sstream>
 
+#include "allocation_cap.h"
 #include "plan.h"
 #include "pt2rt/errors.h"
+#include "result_check.h"
 #include "tensor_format.h"
 
 namespace pt2rt {
@@ -63,8 +65,15 @@ std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) con
     frame.stack.clear();
     push_arguments(ins, frame.slots, frame.stack);
     try {
-      if (ins.native) ins.native(frame.stack);
-      else ins.op->callBoxed(frame.stack);
+      if (ins.checks & Instruction::kCheckDeclared) {
+        AllocationCap cap(ins.alloc_cap);
+        if (ins.native) ins.native(frame.stack);
+        else ins.op->callBoxed(frame.stack);
+      } else if (ins.native) {
+        ins.native(frame.stack);
+      } else {
+        ins.op->callBoxed(frame.stack);
+      }
     } catch (const c10::Error& e) {
       raise_execution_error(ins, frame, e.what_without_backtrace());
     } catch (const Error&) {
@@ -76,6 +85,17 @@ std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) con
       raise_execution_error(ins, frame,
                             "the kernel returned " + std::to_string(frame.stack.size()) +
                                 " values, expected " + std::to_string(ins.outputs.size()));
+    }
+    if (ins.checks != 0) {
+      for (size_t j = 0; j < ins.outputs.size(); ++j) {
+        const std::string problem =
+            (ins.checks & Instruction::kCheckDeclared)
+                ? check_result(graph_->values[ins.outputs[j]], frame.stack[j], CheckAt::Run)
+                : check_storage(frame.stack[j]);
+        if (!problem.empty()) {
+          raise_execution_error(ins, frame, "result " + std::to_string(j) + " " + problem);
+        }
+      }
     }
     for (size_t j = 0; j < ins.outputs.size(); ++j) {
       frame.slots[ins.outputs[j]] = std::move(frame.stack[j]);

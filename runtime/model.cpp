@@ -18,12 +18,13 @@ namespace pt2rt {
 namespace {
 
 std::shared_ptr<ModelState> load_state(std::shared_ptr<const Archive> archive,
-                                       c10::Device device) {
-  std::vector<uint8_t> bytes = archive->read(kProgramEntry);
-  std::shared_ptr<const Program> program = decode_program(bytes.data(), bytes.size());
+                                       c10::Device device, const LoadOptions& options) {
+  std::shared_ptr<const Program> program = read_program(*archive, options.archive);
   std::vector<at::Tensor> weights = load_weights(*archive, *program, device);
-  auto state = compile_model(std::move(program), std::move(weights), device);
+  auto state =
+      compile_model(std::move(program), std::move(weights), device, options, archive->size());
   state->archive = std::move(archive);
+  state->archive_limits = options.archive;
   return state;
 }
 
@@ -47,18 +48,19 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Model Model::load(const std::string& path, c10::Device device) {
+Model Model::load(const std::string& path, c10::Device device, const LoadOptions& options) {
   auto archive = std::make_shared<const Archive>(Archive::open(path));
-  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device), false}));
+  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device, options), false}));
 }
 
-Model Model::load(const uint8_t* data, size_t size, c10::Device device) {
+Model Model::load(const uint8_t* data, size_t size, c10::Device device,
+                  const LoadOptions& options) {
   auto archive = std::make_shared<const Archive>(Archive::from_bytes(data, size));
-  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device), false}));
+  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device, options), false}));
 }
 
 Model Model::from_program(std::shared_ptr<const Program> program, std::vector<at::Tensor> weights,
-                          c10::Device device) {
+                          c10::Device device, const LoadOptions& options) {
   if (!program) throw Error("pt2rt::Model::from_program: null program");
   if (weights.size() == program->weights.size()) {
     c10::AutoGradMode no_grad(false);
@@ -72,7 +74,8 @@ Model Model::from_program(std::shared_ptr<const Program> program, std::vector<at
       weights[i] = t;
     }
   }
-  return Model(std::make_unique<Impl>(Impl{compile_model(std::move(program), std::move(weights), device), false}));
+  return Model(std::make_unique<Impl>(
+      Impl{compile_model(std::move(program), std::move(weights), device, options), false}));
 }
 
 std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) const {

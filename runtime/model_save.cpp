@@ -45,12 +45,17 @@ void save_model(const ModelState& s, const std::string& path, const WriteOptions
     bytes.push_back(storage_bytes(w, s.weights[i]));
     replacements.push_back(NewEntry{w.entry, EntryBytes{bytes.back().data_ptr(), w.byte_length}});
   }
-  std::vector<uint8_t> program = s.archive->read(kProgramEntry);
-  std::vector<uint8_t> rewritten = drop_example_references(program.data(), program.size());
+  std::vector<uint8_t> program = read_program_bytes(*s.archive, options.limits);
+  std::vector<uint8_t> rewritten =
+      drop_example_references(program.data(), program.size(), options.limits);
   replacements.push_back(NewEntry{kProgramEntry, EntryBytes{rewritten.data(), rewritten.size()}});
   write_archive_copy(path, *s.archive, replacements, options);
 }
 
-void Model::save(const std::string& path) const { save_model(*impl_->state, path, {}); }
+void Model::save(const std::string& path) const {
+  WriteOptions options;
+  options.limits = impl_->state->archive_limits;
+  save_model(*impl_->state, path, options);
+}
 
 }  // namespace pt2rt

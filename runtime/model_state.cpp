@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "meta_check.h"
 #include "op_resolution.h"
 #include "pt2rt/errors.h"
 #include "tensor_format.h"
@@ -85,11 +86,33 @@ void check_pairing(const ModelState& s) {
   }
 }
 
+/// Every Tangent input of the backward graph declares a tensor shape: bind_inputs makes zeros of
+/// it when no gradient arrives for that output.
+void check_tangents(const CompiledGraph& bw) {
+  const Graph& g = bw.graph();
+  for (size_t i = 0; i < bw.bindings.inputs.size(); ++i) {
+    if (bw.bindings.inputs[i].source != InputSource::Tangent) continue;
+    const Value& v = g.values[g.inputs[i].value];
+    if (v.kind != ValueKind::Tensor || !v.meta) {
+      throw FormatError("program.fb: graph 'backward': input " + std::to_string(i) + " " +
+                        g.inputs[i].descriptor.to_string() +
+                        " declares no tensor shape (needed for a zero cotangent)");
+    }
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program,
-                                          std::vector<at::Tensor> weights, c10::Device device) {
+                                          std::vector<at::Tensor> weights, c10::Device device,
+                                          const LoadOptions& options, uint64_t archive_bytes) {
   check_weights(*program, weights, device);
+  if (!program->symbols.empty() && !options.allow_symbolic_shapes) {
+    throw FormatError("program.fb: the program has " + std::to_string(program->symbols.size()) +
+                      " symbolic size(s) (dynamic shapes); pt2rt bounds a run at load from static "
+                      "shapes only, so such an archive needs "
+                      "LoadOptions::allow_symbolic_shapes (trusted archives)");
+  }
   auto state = std::make_shared<ModelState>();
   state->program = program;
   state->device = device;
@@ -109,7 +132,7 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   // Everything the running LibTorch lacks (operators, overloads, arguments, in every graph) is
   // collected first and thrown as one OpResolutionError.
   ResolutionReport report;
-  const std::vector<ResolvedOp> ops = resolve_operators(*program, &report);
+  const std::vector<ResolvedOp> ops = resolve_operators(*program, options.allow_operators, &report);
   const WeightIndex index = index_weights(*program);
   if (const Graph* g = program->graph(GraphRole::Inference)) {
     state->inference = compile_graph(program, *g, ops, index, device, report);
@@ -132,6 +155,8 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
     throw FormatError("program.fb: no inference and no forward graph");
   }
   if (state->forward) check_pairing(*state);
+  if (state->backward) check_tangents(*state->backward);
+  check_on_meta(*state, ops, options.run.resolved(archive_bytes));
   return state;
 }
 

@@ -17,6 +17,7 @@
 #include "bindings.h"
 #include "plan.h"
 #include "pt2rt/archive.h"
+#include "pt2rt/load_options.h"
 #include "pt2rt/program.h"
 
 namespace pt2rt {
@@ -41,15 +42,21 @@ struct ModelState {
   std::vector<bool> output_differentiable;
   /// The archive the model came from (for save()); null for Model::from_program.
   std::shared_ptr<const Archive> archive;
+  /// The bounds it was read with; save() copies it within the same bounds.
+  ArchiveLimits archive_limits;
 };
 
-/// Compiles every graph of `program` for `device`: op resolution (all unknown ops in one
-/// OpResolutionError), argument planning, descriptor binding, and the pairing checks of
-/// forward and backward (every backward Saved(k) is a forward Saved output).
+/// Compiles every graph of `program` for `device`: op resolution under the operator policy
+/// (all refused and unknown ops in one OpResolutionError), argument planning, descriptor
+/// binding, the pairing checks of forward and backward (every backward Saved(k) is a forward
+/// Saved output), then the meta-device check of every graph against `options.run`
+/// (meta_check.h; the bounds resolved for an archive of `archive_bytes` bytes).
 /// @param weights  Program::weights order, already on `device`.
 /// @throws FormatError, OpResolutionError.
 std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program,
-                                          std::vector<at::Tensor> weights, c10::Device device);
+                                          std::vector<at::Tensor> weights, c10::Device device,
+                                          const LoadOptions& options = {},
+                                          uint64_t archive_bytes = 0);
 
 /// Graph inputs of `g` bound from weights, user inputs and (backward) saved values and
 /// tangents. Parameters are taken from `parameters` when given (the autograd Function's own

@@ -55,15 +55,23 @@ int64_t numel_of(const at::Tensor& t) { return t.numel(); }
 int64_t offset_of(const at::Tensor& t) { return t.storage_offset(); }
 int64_t dim_of(const at::Tensor& t) { return t.dim(); }
 
-// Python semantics on int64: floor division and modulo take the divisor's sign.
+// Python semantics on int64 — floor division and modulo take the divisor's sign — with every
+// overflow reported instead of wrapping or trapping: a SymInt is archive data, and
+// INT64_MIN // -1 or INT64_MIN % -1 raise SIGFPE on x86. Errors are c10::Errors, which the
+// interpreter wraps into ExecutionError naming the node.
+void check_overflow(bool overflow, const char* op, int64_t a, int64_t b) {
+  TORCH_CHECK(!overflow, "sym::", op, "(", a, ", ", b, ") overflows int64");
+}
 int64_t py_floordiv(int64_t a, int64_t b) {
   TORCH_CHECK(b != 0, "sym::floordiv: division by zero");
+  TORCH_CHECK(!(a == INT64_MIN && b == -1), "sym::floordiv(", a, ", ", b, ") overflows int64");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 int64_t py_mod(int64_t a, int64_t b) {
   TORCH_CHECK(b != 0, "sym::mod: modulo by zero");
+  if (b == -1) return 0;  // a % -1 is 0 for every a; INT64_MIN % -1 would trap
   int64_t r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
@@ -80,9 +88,9 @@ void arith(Stack& s) {
   if (a.isInt() && b.isInt() && A != Arith::TrueDiv) {
     int64_t x = a.toInt(), y = b.toInt(), r = 0;
     switch (A) {
-      case Arith::Add: r = x + y; break;
-      case Arith::Sub: r = x - y; break;
-      case Arith::Mul: r = x * y; break;
+      case Arith::Add: check_overflow(__builtin_add_overflow(x, y, &r), "add", x, y); break;
+      case Arith::Sub: check_overflow(__builtin_sub_overflow(x, y, &r), "sub", x, y); break;
+      case Arith::Mul: check_overflow(__builtin_mul_overflow(x, y, &r), "mul", x, y); break;
       case Arith::FloorDiv: r = py_floordiv(x, y); break;
       case Arith::Mod: r = py_mod(x, y); break;
       case Arith::Max: r = std::max(x, y); break;
@@ -93,6 +101,10 @@ void arith(Stack& s) {
     return;
   }
   double x = a.toScalar().toDouble(), y = b.toScalar().toDouble(), r = 0;
+  // Python raises ZeroDivisionError for float // 0, float % 0 and / 0.
+  if (A == Arith::FloorDiv || A == Arith::Mod || A == Arith::TrueDiv) {
+    TORCH_CHECK(y != 0, "sym: division by zero");
+  }
   switch (A) {
     case Arith::Add: r = x + y; break;
     case Arith::Sub: r = x - y; break;
@@ -109,8 +121,12 @@ void arith(Stack& s) {
 void neg(Stack& s) {
   c10::IValue a = std::move(s.back());
   s.pop_back();
-  if (a.isInt()) s.emplace_back(-a.toInt());
-  else s.emplace_back(-a.toScalar().toDouble());
+  if (a.isInt()) {
+    TORCH_CHECK(a.toInt() != INT64_MIN, "sym::neg(", a.toInt(), ") overflows int64");
+    s.emplace_back(-a.toInt());
+  } else {
+    s.emplace_back(-a.toScalar().toDouble());
+  }
 }
 
 enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };

@@ -8,7 +8,9 @@
 //   sym::neg (Scalar a) -> Scalar, sym::eq, ne, lt, le, gt, ge (Scalar a, Scalar b) -> bool,
 //   sym::sym_not (bool a) -> bool
 // (Python's `operator.*` on SymInts, with Python semantics: floordiv rounds toward -inf,
-// mod takes the divisor's sign). The aten spellings `aten::sym_size` etc. are accepted too.
+// mod takes the divisor's sign). Integer arithmetic is checked: an overflow of int64
+// (INT64_MIN // -1, a product past 2^63, -INT64_MIN) or a division by zero is a c10::Error,
+// which the interpreter reports as ExecutionError — never a wrapped value or a SIGFPE. The aten spellings `aten::sym_size` etc. are accepted too.
 //
 // Each native op has a c10::FunctionSchema so its arguments are converted exactly like a
 // dispatcher op's; its kernel consumes the arguments from the stack and pushes the returns,

@@ -76,6 +76,9 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
     ins.op = rop.handle;
     ins.native = rop.native ? rop.native->kernel : nullptr;
     ins.node = static_cast<uint32_t>(i);
+    for (const c10::Argument& r : schema.returns()) {
+      if (r.alias_info() != nullptr) ins.checks |= Instruction::kCheckViews;
+    }
     for (ValueId v : node.outputs) {
       if (v >= num_values) {
         throw FormatError(ctx.describe() + ": output value " + std::to_string(v) +

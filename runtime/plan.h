@@ -36,6 +36,15 @@ struct Instruction {
   std::vector<ValueId> outputs;           ///< slot per returned element
   std::vector<ValueId> release;           ///< slots dead after this instruction
   uint32_t node = 0;                      ///< index into Graph::nodes (for errors)
+  /// Checks of the results after each call (result_check.h): kCheckViews for ops whose schema
+  /// returns an alias of an argument (a view must lie inside its storage, whatever strides
+  /// the caller's inputs have); kCheckDeclared for ops the meta device could not verify at
+  /// load (dtype and sizes must be the declared ones).
+  uint8_t checks = 0;
+  static constexpr uint8_t kCheckViews = 1;
+  static constexpr uint8_t kCheckDeclared = 2;
+  /// With kCheckDeclared: the CPU bytes the call may allocate (allocation_cap.h).
+  uint64_t alloc_cap = 0;
 };
 
 /// Per-call state of one plan execution.
@@ -70,6 +79,13 @@ class ExecutionPlan {
   const Program& program() const { return *program_; }
   c10::Device device() const { return device_; }
   const std::vector<Instruction>& instructions() const { return instructions_; }
+  /// Makes every run check instruction `i`'s results against the declared metas and cap its
+  /// CPU allocations at `alloc_cap` bytes (Instruction::kCheckDeclared; meta_check.h sets it
+  /// for ops without a Meta kernel).
+  void check_results_of(size_t i, uint64_t alloc_cap) {
+    instructions_.at(i).checks |= Instruction::kCheckDeclared;
+    instructions_.at(i).alloc_cap = alloc_cap;
+  }
   size_t num_slots() const { return graph_->values.size(); }
 
   /// Pushes `ins`'s arguments, read from `slots`, onto `stack` (benchmarks use this to

@@ -6,7 +6,9 @@
 #
 #   lane 1.13  this machine (Debian bookworm: torch/LibTorch 1.13, g++ 12, Catch2 v2):
 #              installs missing packages (scripts/install-deps.sh), builds into <build-dir>
-#              (default build/), runs ctest (Catch2 suites, pytest, CLI end to end)
+#              (default build/), runs ctest (Catch2 suites, pytest, CLI end to end), then a
+#              short fuzzing campaign (tests/fuzz/run.sh --short: clang, ASan + UBSan, 40 s per
+#              target, into <build-dir>-fuzz) that fails on any finding
 #   lane 2     the torch-2 root (Debian sid: torch/LibTorch 2.14, g++ 16, Catch2 v3), made by
 #              scripts/torch2-root.sh on first use; builds into <build-dir>-torch2, runs ctest
 #   all        (default) both lanes, then the cross-version stage (tests/cross/run.sh): the
@@ -49,6 +51,8 @@ fi
 if [ "$lane" != 2 ]; then
   stage "lane 1.13: packages" "$root/scripts/install-deps.sh"
   stage "lane 1.13: build+test" "$root/scripts/test-lane.sh" "$build"
+  stage "lane 1.13: fuzz (short)" "$root/tests/fuzz/run.sh" --short --build "$build-fuzz" \
+    --archives "$build/fixtures/runtime"
 fi
 if [ "$lane" != 1.13 ]; then
   if [ -n "$root_pid" ]; then

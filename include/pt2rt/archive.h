@@ -9,7 +9,9 @@
 //   ├── weights/<n>         raw little-endian storage bytes of one tensor
 //   └── extra/<name>        free-form user files; never executed
 //
-// Opening checks, in order: it is a zip (libzip); entry names are unique; every entry's
+// Opening checks, in order: it is a zip (libzip); every entry name belongs to the layout above
+// (relative, no "." / ".." / empty components, no backslash or control bytes); entry names are
+// unique; every entry's
 // local header agrees with the central directory (name, method, data inside the file);
 // archive_format is present and equals kArchiveFormat; archive_version is present and its
 // major version is one this build knows; program.fb is present.
@@ -25,6 +27,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "pt2rt/limits.h"
 
 namespace pt2rt {
 
@@ -63,16 +67,21 @@ class Archive {
 
   /// Where the archive came from ("<memory>" for from_bytes), for messages.
   const std::string& source() const;
+  /// Bytes of the archive (file or buffer) — what LoadOptions' size-relative bounds scale with.
+  uint64_t size() const;
   const std::vector<EntryInfo>& entries() const;
   bool has_entry(const std::string& name) const;
   /// @throws FormatError when absent.
   const EntryInfo& entry(const std::string& name) const;
 
-  /// Reads a whole entry into a new buffer (use for program.fb and small entries).
-  /// Thread-safe (reads are serialized by an internal mutex).
-  /// @throws FormatError naming the entry: missing, short or long read, CRC error, size
-  ///   above `max_size`.
-  std::vector<uint8_t> read(const std::string& name, uint64_t max_size = (1ull << 32)) const;
+  /// Reads a whole entry into a new buffer (use for small entries; program.fb goes through
+  /// read_program_bytes, which also requires it STORED). A STORED entry's buffer is allocated
+  /// at its size, which the file bounds; a compressed entry's grows as inflated bytes arrive,
+  /// so a lying declared size costs nothing. Thread-safe (reads are serialized internally).
+  /// @throws FormatError naming the entry: missing, short or long read, CRC error, declared
+  ///   size above `max_size` (default ArchiveLimits::max_entry_bytes, 64 MiB).
+  std::vector<uint8_t> read(const std::string& name,
+                            uint64_t max_size = ArchiveLimits{}.max_entry_bytes) const;
   /// Reads exactly `size` bytes of entry `name` into caller-owned memory at `dst`
   /// (no intermediate copy). Works for STORED and compressed entries; `dst` needs no
   /// particular alignment. Thread-safe.

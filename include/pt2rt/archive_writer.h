@@ -10,8 +10,11 @@
 // Atomicity (what Model::save promises): the archive is written to a temp file created
 // with mkstemp in the target's directory, fsync'ed, renamed over the target, and the
 // directory is fsync'ed. On any failure the temp file is removed and the target is left
-// as it was; a crash can leave at most a stray ".<name>.tmp-XXXXXX" file, never a
-// half-written target.
+// as it was; a crash can leave at most a stray ".<name>.pt2rt-tmp-XXXXXX" file, never a
+// half-written target. Such leftovers are removed by the next write to the same path: a
+// writer holds an exclusive flock(2) on its temp file until the rename, so a temp file whose
+// lock can be taken belongs to no live save (only names of exactly that pattern, regular
+// files owned by the same user, are ever removed).
 #pragma once
 
 #include <cstddef>
@@ -19,6 +22,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "pt2rt/limits.h"
 
 namespace pt2rt {
 
@@ -40,6 +45,10 @@ struct WriteOptions {
   /// Test hook simulating a crash or a full disk halfway: when set, writes to the temp file
   /// fail with ENOSPC once this many bytes have been written (the partial write counts).
   std::optional<uint64_t> fail_after_bytes;
+  /// Bounds on what copying the source archive may cost: the program is decoded within
+  /// `limits`, and a compressed entry copied from a source archive (extra/*) may inflate to at
+  /// most `limits.max_entry_bytes`.
+  ArchiveLimits limits;
 };
 
 /// Writes `entries`, in this order, as a new archive at `path` (atomically, see above).
@@ -68,7 +77,9 @@ void write_archive_copy(const std::string& path, const Archive& source,
 /// build cannot survive UnPack/Pack, so when the input's schema minor is newer than this
 /// build's, the output is stamped with this build's schema version. Without any references
 /// the input bytes are returned unchanged.
-/// @throws FormatError when `data` is not a valid program (decode_program's checks).
-std::vector<uint8_t> drop_example_references(const uint8_t* data, size_t size);
+/// @throws FormatError when `data` is not a valid program (decode_program's checks, with
+///   `limits`).
+std::vector<uint8_t> drop_example_references(const uint8_t* data, size_t size,
+                                             const ArchiveLimits& limits = {});
 
 }  // namespace pt2rt

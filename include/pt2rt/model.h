@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "pt2rt/load_options.h"
 #include "pt2rt/program.h"
 
 namespace pt2rt {
@@ -38,19 +39,27 @@ struct ModelState;  // runtime-internal
 class Model {
  public:
   /// Loads `path` and places its weights on `device` (CPU or CUDA). Resolves every op
-  /// through c10::Dispatcher once and builds the execution plans.
-  /// @throws FormatError (archive/program invalid), OpResolutionError (ops this LibTorch
-  ///   lacks, all listed, with the exporting and running torch versions).
-  static Model load(const std::string& path, c10::Device device = c10::kCPU);
+  /// through c10::Dispatcher once, under pt2rt's operator policy, builds the execution plans
+  /// and checks every graph on the meta device against `options.run` (pt2rt/load_options.h;
+  /// the defaults are the untrusted-archive policy: README "Running an untrusted archive").
+  /// @throws FormatError (archive/program invalid, a declared shape the kernels contradict, a
+  ///   graph over its run bounds), OpResolutionError (ops the policy refuses and ops this
+  ///   LibTorch lacks, all listed at once).
+  static Model load(const std::string& path, c10::Device device = c10::kCPU,
+                    const LoadOptions& options = {});
   /// Same, from an archive in memory; the bytes are copied.
-  static Model load(const uint8_t* data, size_t size, c10::Device device = c10::kCPU);
+  static Model load(const uint8_t* data, size_t size, c10::Device device = c10::kCPU,
+                    const LoadOptions& options = {});
   /// Builds a model from an already decoded program and its weights (Program::weights
   /// order; moved to `device`, parameters made leaves with the recorded requires_grad).
-  /// For tools and tests; such a model has no source archive, so save() throws.
+  /// For tools and tests; such a model has no source archive, so save() throws. The operator
+  /// policy and the meta-device checks apply as for load (size-relative run bounds at their
+  /// floor values).
   /// @throws FormatError (weights do not match the program, bad descriptors/arguments),
   ///   OpResolutionError.
   static Model from_program(std::shared_ptr<const Program> program,
-                            std::vector<at::Tensor> weights, c10::Device device = c10::kCPU);
+                            std::vector<at::Tensor> weights, c10::Device device = c10::kCPU,
+                            const LoadOptions& options = {});
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

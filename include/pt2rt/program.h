@@ -25,6 +25,8 @@
 #include <variant>
 #include <vector>
 
+#include "pt2rt/limits.h"
+
 namespace pt2rt {
 
 // ---------------------------------------------------------------------------
@@ -299,21 +301,31 @@ struct Program {
   const Graph* graph(GraphRole role) const;
 };
 
-/// Decodes and validates `program.fb` bytes: FlatBuffers Verifier (bounded depth and
-/// table count), schema major version (a higher minor is accepted), then the semantic
-/// pass — value ids in range, each defined once and before use; op indices valid;
+/// Decodes and validates `program.fb` bytes: size (ArchiveLimits::max_program_bytes),
+/// FlatBuffers Verifier (bounded depth and table count), schema major version (a higher minor
+/// is accepted), conversion into this IR within ArchiveLimits::decoded_bytes_for(size) bytes
+/// (every union value and nested table checked present; 8-byte scalar vectors 8-byte aligned),
+/// then the semantic pass (linear in the program's size) — value ids in range, each defined once and before use; op indices valid;
 /// descriptors' targets exist; every Grad(of) names a trainable input; weight
 /// byte_length == element size × storage numel (checked arithmetic, no overflow).
 /// Argument kinds are checked against the runtime schema later, by the runtime.
 /// @param data, size  the bytes of program.fb; not retained.
 /// @throws FormatError naming the entry "program.fb" and what is wrong.
-std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size);
+std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size,
+                                              const ArchiveLimits& limits = {});
 
 class Archive;
 
-/// Reads the archive's program.fb (which must be STORED, like every entry of the format, and
-/// smaller than the 2 GiB a FlatBuffer can address) and decode_program()s it.
+/// The bytes of the archive's program.fb, which must be STORED (like every entry the format
+/// writes; a compressed program is refused before anything is inflated) and at most
+/// ArchiveLimits::max_program_bytes (and the 2 GiB a FlatBuffer can address). Model::load,
+/// Model::save and `export-cli inspect` all read the program through this.
 /// @throws FormatError naming the archive and the entry.
-std::shared_ptr<const Program> read_program(const Archive& archive);
+std::vector<uint8_t> read_program_bytes(const Archive& archive, const ArchiveLimits& limits = {});
+
+/// read_program_bytes, then decode_program.
+/// @throws FormatError naming the archive and the entry.
+std::shared_ptr<const Program> read_program(const Archive& archive,
+                                            const ArchiveLimits& limits = {});
 
 }  // namespace pt2rt

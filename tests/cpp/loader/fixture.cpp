@@ -19,7 +19,6 @@
 #include "pt2rt/weights.h"
 
 namespace pt2rt::test {
-namespace {
 
 std::unique_ptr<fbs::DimT> dim(int64_t v) {
   auto d = std::make_unique<fbs::DimT>();
@@ -48,8 +47,8 @@ std::unique_ptr<fbs::ValueT> tensor_value(const std::string& name, fbs::ScalarTy
   return v;
 }
 
-std::unique_ptr<fbs::InputDescriptorT> in_desc(fbs::InputKind kind, const std::string& fqn = "",
-                                               int64_t idx = 0) {
+std::unique_ptr<fbs::InputDescriptorT> in_desc(fbs::InputKind kind, const std::string& fqn,
+                                               int64_t idx) {
   auto d = std::make_unique<fbs::InputDescriptorT>();
   d->kind = kind;
   d->fqn = fqn;
@@ -57,7 +56,7 @@ std::unique_ptr<fbs::InputDescriptorT> in_desc(fbs::InputKind kind, const std::s
   return d;
 }
 
-std::unique_ptr<fbs::OutputDescriptorT> out_desc(fbs::OutputKind kind, int64_t idx = 0) {
+std::unique_ptr<fbs::OutputDescriptorT> out_desc(fbs::OutputKind kind, int64_t idx) {
   auto d = std::make_unique<fbs::OutputDescriptorT>();
   d->kind = kind;
   d->idx = idx;
@@ -99,6 +98,8 @@ std::unique_ptr<fbs::NodeT> node(uint32_t op, const std::string& fx_name,
   n->debug->stack_trace = "File \"model.py\", line 1, in forward";
   return n;
 }
+
+namespace {
 
 template <typename... T>
 std::vector<std::unique_ptr<fbs::ArgumentT>> args(T... a) {

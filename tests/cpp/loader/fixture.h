@@ -25,6 +25,22 @@ namespace pt2rt::test {
 
 namespace fbs = pt2rt::fb;
 
+/// Pieces of programs (object API), for fixtures and reproducers.
+std::unique_ptr<fbs::DimT> dim(int64_t v);
+/// A Tensor value with contiguous strides, storage offset 0, on cpu.
+std::unique_ptr<fbs::ValueT> tensor_value(const std::string& name, fbs::ScalarType dtype,
+                                          std::vector<int64_t> sizes);
+std::unique_ptr<fbs::InputDescriptorT> in_desc(fbs::InputKind kind, const std::string& fqn = "",
+                                               int64_t idx = 0);
+std::unique_ptr<fbs::OutputDescriptorT> out_desc(fbs::OutputKind kind, int64_t idx = 0);
+std::unique_ptr<fbs::GraphInputT> input(uint32_t value, std::unique_ptr<fbs::InputDescriptorT> d);
+std::unique_ptr<fbs::GraphOutputT> output(int32_t value,
+                                          std::unique_ptr<fbs::OutputDescriptorT> d);
+std::unique_ptr<fbs::ArgumentT> tensor_arg(const std::string& name, uint32_t value);
+std::unique_ptr<fbs::NodeT> node(uint32_t op, const std::string& fx_name,
+                                 std::vector<std::unique_ptr<fbs::ArgumentT>> args,
+                                 std::vector<uint32_t> outputs);
+
 /// The valid fixture program (object API), freshly built.
 std::unique_ptr<fbs::ProgramT> make_program();
 /// Serializes with the "PT2R" identifier.

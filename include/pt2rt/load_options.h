@@ -1,0 +1,66 @@
+// pt2rt/load_options.h — what Model::load lets an archive do, and what it may cost.
+//
+// The defaults are pt2rt's policy for an untrusted archive (README "Running an untrusted
+// archive"): only operators a pt2rt exporter can emit, and a run whose memory and work were
+// bounded at load from shapes checked against the kernels' meta functions. A caller that trusts
+// an archive, or runs custom ops, widens them explicitly here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pt2rt/limits.h"
+
+namespace pt2rt {
+
+/// Bounds on running the model, checked at load: `max_bytes` per graph run (an inference
+/// call; a training forward; its backward), `max_work` for one inference call plus one
+/// training step together (what `export-cli verify` runs). Every graph is first run on the
+/// meta device (c10::DeviceType::Meta), where
+/// each node's outputs must match the dtype and sizes the archive declares, then
+///   bytes = the peak of the bytes held by live tensors during the run (graph inputs and
+///           weights included; views share their base's storage; liveness as the plan
+///           releases values), plus the scratch space of convolutions (im2col columns);
+///   work  = the sum over nodes of the elements each reads and writes, plus multiply-adds of
+///           contractions (mm, bmm, addmm, convolutions, einsum, ...), window reductions
+///           (pooling) and O(n^3) linear algebra, plus a fixed cost per node for dispatch.
+/// A graph over either bound is refused with FormatError naming the figures. 0 means the
+/// default, which grows with the archive's size S:
+///   bytes  max(32 MiB, 16 × S)
+///   work   max(5·10^8, 500 × S × max(1, S / 1 MiB))
+/// So an archive of at most 1 MiB runs at most 5·10^8 element operations in all and 32 MiB of
+/// tensors per graph (load + run + verify of any such archive: under 2 s and 256 MB here, README
+/// "Running an untrusted archive"), while the archive of a real model — whose compute grows
+/// with its parameters times its activations — stays far inside its bound (resnet18 at batch
+/// 2: 3 × S bytes, 900 × S work, against 16 × S and 43000 × S).
+struct RunLimits {
+  uint64_t max_bytes = 0;  ///< per-graph peak tensor bytes; 0: the default above
+  uint64_t max_work = 0;   ///< element operations of inference + training step; 0: default
+  /// Sentinel for "no bound" (a trusted archive).
+  static constexpr uint64_t kUnlimited = UINT64_MAX;
+
+  static constexpr uint64_t kBytesFloor = uint64_t{32} << 20;
+  static constexpr uint64_t kBytesPerArchiveByte = 16;
+  static constexpr uint64_t kWorkFloor = 500000000ull;
+  static constexpr uint64_t kWorkPerArchiveByte = 500;
+
+  /// The bounds that apply to an archive of `archive_bytes` bytes.
+  RunLimits resolved(uint64_t archive_bytes) const;
+};
+
+struct LoadOptions {
+  ArchiveLimits archive;
+  RunLimits run;
+  /// Operators the caller trusts beyond pt2rt's operator policy (schema/README.md "Operator
+  /// policy"): "ns::name" allows every overload, "ns::name.overload" one. For custom ops
+  /// registered with TORCH_LIBRARY (other namespaces than aten), or ATen ops the policy
+  /// refuses. An allowed op must still exist in the running LibTorch.
+  std::vector<std::string> allow_operators;
+  /// Programs with symbolic sizes (dynamic shapes) are checked on the meta device at their
+  /// hints only, so their run bounds do not cover calls at other sizes: they are refused
+  /// unless this is set (for archives from a trusted source).
+  bool allow_symbolic_shapes = false;
+};
+
+}  // namespace pt2rt

@@ -1,0 +1,35 @@
+// runtime/result_check.h — is a node's result what the archive declared, and a sound tensor?
+//
+// Used on the meta device at load (meta_check.h, every node) and after real runs of the
+// instructions that need it (Instruction::checks). A tensor result must be strided (not
+// sparse, mkldnn or quantized) and lie inside its storage: storage_offset + the largest
+// element offset, times the element size, within the storage's bytes (checked arithmetic) —
+// which catches views made without bounds checks (LibTorch 1.13's aten::_reshape_alias).
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <string>
+
+#include "pt2rt/program.h"
+
+namespace pt2rt {
+
+/// Where a result is checked.
+enum class CheckAt {
+  Load,  ///< the meta run: symbolic dims are compared with their hints
+  Run,   ///< after a real call of an op the meta run could not verify: symbolic dims are not
+         ///< compared, and a Tensor value that declares no meta must be undefined (the
+         ///< exporter records no meta exactly for results that were None, e.g. the gradients
+         ///< convolution_backward's output_mask leaves out)
+};
+
+/// "" when `result` is sound and, for a Tensor value with a declared meta, has its dtype and
+/// sizes; else what is wrong ("is float32[4, 11], the archive declares float32[4, 10]").
+std::string check_result(const Value& value, const c10::IValue& result, CheckAt at);
+
+/// "" when every tensor in `result` (a tensor or a list of tensors) is strided and inside its
+/// storage; else what is wrong.
+std::string check_storage(const c10::IValue& result);
+
+}  // namespace pt2rt

@@ -1,0 +1,48 @@
+// fuzz_archive_run — libFuzzer target: archive bytes -> Model::load -> run the bundled example.
+//
+// As fuzz_archive_load, then, for a model that loads: inference on its first bundled example
+// (eval mode), and when it has forward/backward graphs one training step (forward, then
+// backward from the sum of its floating outputs). Anything but a pt2rt::Error, any sanitizer
+// report, crash, timeout or excess memory is a finding.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "pt2rt/errors.h"
+#include "pt2rt/model.h"
+
+namespace {
+
+at::Tensor to_tensor(const pt2rt::TensorData& t) {
+  at::Tensor out = at::empty(t.sizes, at::TensorOptions().dtype(t.dtype));
+  if (!t.data.empty()) std::memcpy(out.data_ptr(), t.data.data(), t.data.size());
+  return out;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  at::set_num_threads(1);
+  try {
+    pt2rt::Model model = pt2rt::Model::load(data, size);
+    const pt2rt::Program& program = model.program();
+    if (program.examples.empty()) return 0;
+    std::vector<at::Tensor> inputs;
+    for (const pt2rt::TensorData& t : program.examples[0].inputs) inputs.push_back(to_tensor(t));
+    if (program.graph(pt2rt::GraphRole::Inference) != nullptr) model.forward(inputs);
+    if (program.graph(pt2rt::GraphRole::Forward) != nullptr) {
+      model.train();
+      at::Tensor loss;
+      for (const at::Tensor& out : model.forward(inputs)) {
+        if (!out.defined() || !out.requires_grad()) continue;
+        loss = loss.defined() ? loss + out.sum() : out.sum();
+      }
+      if (loss.defined()) torch::autograd::backward({loss});
+    }
+  } catch (const pt2rt::Error&) {
+  }
+  return 0;
+}
