@@ -48,7 +48,7 @@ void ExecutionPlan::push_arguments(const Instruction& ins, const std::vector<c10
   }
 }
 
-std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) const {
+Frame ExecutionPlan::start(std::vector<c10::IValue> inputs) const {
   if (inputs.size() != input_slots_.size()) {
     throw InputError(std::string("graph ") + to_string(graph_->role) + " takes " +
                      std::to_string(input_slots_.size()) + " inputs, got " +
@@ -58,8 +58,14 @@ std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) con
   frame.slots.resize(graph_->values.size());
   frame.stack.reserve(max_stack_);
   for (size_t i = 0; i < inputs.size(); ++i) frame.slots[input_slots_[i]] = std::move(inputs[i]);
+  for (ValueId v : release_at_start_) frame.slots[v] = c10::IValue();
+  return frame;
+}
 
-  for (const Instruction& ins : instructions_) {
+void ExecutionPlan::run_segment(Frame& frame, std::vector<c10::IValue>& outputs) const {
+  const Segment& seg = segments_[frame.next_segment++];
+  for (uint32_t i = seg.begin; i < seg.end; ++i) {
+    const Instruction& ins = instructions_[i];
     frame.stack.clear();
     push_arguments(ins, frame.slots, frame.stack);
     try {
@@ -82,12 +88,17 @@ std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) con
     }
     for (ValueId v : ins.release) frame.slots[v] = c10::IValue();
   }
-
-  std::vector<c10::IValue> outputs;
-  outputs.reserve(output_slots_.size());
-  for (int64_t v : output_slots_) {
-    outputs.push_back(v < 0 ? c10::IValue() : frame.slots[v]);
+  frame.stack.clear();
+  for (const Delivery& d : seg.deliveries) {
+    if (d.move) outputs[d.output] = std::move(frame.slots[d.slot]);
+    else outputs[d.output] = frame.slots[d.slot];
   }
+}
+
+std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) const {
+  Frame frame = start(std::move(inputs));
+  std::vector<c10::IValue> outputs(output_slots_.size());
+  while (frame.next_segment < segments_.size()) run_segment(frame, outputs);
   return outputs;
 }
 

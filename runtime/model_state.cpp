@@ -128,6 +128,7 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
     throw FormatError("program.fb: no inference and no forward graph");
   }
   if (state->forward) check_pairing(*state);
+  state->continuation = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
   return state;
 }
 

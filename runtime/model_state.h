@@ -17,6 +17,7 @@
 #include "bindings.h"
 #include "plan.h"
 #include "pt2rt/archive.h"
+#include "training_plans.h"
 #include "pt2rt/program.h"
 
 namespace pt2rt {
@@ -41,6 +42,11 @@ struct ModelState {
   std::vector<bool> output_differentiable;
   /// The archive the model came from (for save()); null for Model::from_program.
   std::shared_ptr<const Archive> archive;
+  /// Training forward/backward plans per set of needed gradients (built on first use).
+  TrainingPlans training_plans;
+  /// A 0-dim float tensor on `device`: the gradient every backward segment passes to the
+  /// next (backward_chain.h). Never written.
+  at::Tensor continuation;
 };
 
 /// Compiles every graph of `program` for `device`: op resolution (all unknown ops in one

@@ -11,7 +11,8 @@ namespace pt2rt {
 std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Program> program,
                                                     const Graph& graph,
                                                     const std::vector<ResolvedOp>& ops,
-                                                    c10::Device device) {
+                                                    c10::Device device,
+                                                    const PlanOptions& options) {
   std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
   plan->graph_ = &graph;
   plan->device_ = device;
@@ -54,6 +55,7 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
     ins.native = rop.native ? rop.native->kernel : nullptr;
     ins.args = plan_arguments(ctx, schema);
     ins.node = static_cast<uint32_t>(i);
+    ins.mutates = schema.is_mutable();
     for (ValueId v : node.outputs) {
       if (v >= num_values) {
         throw FormatError(ctx.describe() + ": output value " + std::to_string(v) +
@@ -65,30 +67,145 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
     plan->instructions_.push_back(std::move(ins));
   }
 
-  // Liveness: a value dies after the last instruction reading it, or right after the one
-  // defining it when nothing reads it. Graph inputs and outputs are never released.
-  constexpr size_t kNever = static_cast<size_t>(-1);
-  std::vector<size_t> last(num_values, kNever);
+  plan->program_ = std::move(program);
+  plan->finalize(options);
+  return plan;
+}
+
+std::unique_ptr<ExecutionPlan> ExecutionPlan::specialize(const PlanOptions& options) const {
+  std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
+  plan->program_ = program_;
+  plan->graph_ = graph_;
+  plan->device_ = device_;
+  plan->instructions_ = instructions_;
+  plan->input_slots_ = input_slots_;
+  plan->output_slots_ = output_slots_;
+  plan->max_stack_ = max_stack_;
+  plan->finalize(options);
+  return plan;
+}
+
+void ExecutionPlan::finalize(const PlanOptions& options) {
+  const size_t num_values = graph_->values.size();
+  const size_t num_outputs = output_slots_.size();
+  if (!options.needed_outputs.empty() && options.needed_outputs.size() != num_outputs) {
+    throw FormatError(std::string("graph ") + to_string(graph_->role) + ": " +
+                      std::to_string(options.needed_outputs.size()) +
+                      " needed-output flags for " + std::to_string(num_outputs) + " outputs");
+  }
+  options_ = options;
+  auto output_needed = [&](size_t j) {
+    return output_slots_[j] >= 0 && (options.needed_outputs.empty() || options.needed_outputs[j]);
+  };
+
+  // Dead-code elimination, last instruction first: an instruction stays when it computes a
+  // needed value or writes an argument.
+  std::vector<bool> needed(num_values, false);
+  for (size_t j = 0; j < num_outputs; ++j) {
+    if (output_needed(j)) needed[static_cast<size_t>(output_slots_[j])] = true;
+  }
   std::vector<ValueId> used;
-  for (size_t i = 0; i < plan->instructions_.size(); ++i) {
-    const Instruction& ins = plan->instructions_[i];
-    for (ValueId v : ins.outputs) {
-      if (last[v] == kNever) last[v] = i;
-    }
+  std::vector<bool> keep(instructions_.size(), false);
+  for (size_t i = instructions_.size(); i-- > 0;) {
+    const Instruction& ins = instructions_[i];
+    bool live = ins.mutates;
+    for (ValueId v : ins.outputs) live = live || needed[v];
+    if (!live) continue;
+    keep[i] = true;
     used.clear();
     for (const PlannedArg& a : ins.args) collect_slots(a, used);
-    for (ValueId v : used) last[v] = i;
+    for (ValueId v : used) needed[v] = true;
   }
-  std::vector<bool> pinned(num_values, false);
-  for (ValueId v : plan->input_slots_) pinned[v] = true;
-  for (int64_t v : plan->output_slots_) {
-    if (v >= 0) pinned[v] = true;
+  std::vector<Instruction> kept;
+  kept.reserve(instructions_.size());
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    if (!keep[i]) continue;
+    kept.push_back(std::move(instructions_[i]));
+    kept.back().release.clear();
   }
+  instructions_ = std::move(kept);
+  const size_t n = instructions_.size();
+
+  // Where each value is defined (instruction index), kInput for graph inputs.
+  constexpr int64_t kInput = -1, kNowhere = -2;
+  std::vector<int64_t> defined(num_values, kNowhere);
+  for (ValueId v : input_slots_) defined[v] = kInput;
+  for (size_t i = 0; i < n; ++i) {
+    for (ValueId v : instructions_[i].outputs) {
+      if (defined[v] == kNowhere) defined[v] = static_cast<int64_t>(i);
+    }
+  }
+
+  // Segments: one, or (deliver_early) one ending after each run of instructions that
+  // compute a needed output.
+  std::vector<int64_t> point(num_outputs, kNowhere);  // delivery point per output
+  std::vector<bool> delivering(n, false);
+  for (size_t j = 0; j < num_outputs; ++j) {
+    if (!output_needed(j)) continue;
+    const int64_t d = defined[static_cast<size_t>(output_slots_[j])];
+    point[j] = d >= 0 ? d : kInput;
+    if (d >= 0) delivering[static_cast<size_t>(d)] = true;
+  }
+  segments_.clear();
+  std::vector<uint32_t> segment_of(n, 0);
+  uint32_t begin = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool cut = options.deliver_early && delivering[i] && (i + 1 == n || !delivering[i + 1]);
+    if (cut || i + 1 == n) {
+      Segment seg;
+      seg.begin = begin;
+      seg.end = static_cast<uint32_t>(i + 1);
+      for (size_t k = begin; k <= i; ++k) segment_of[k] = static_cast<uint32_t>(segments_.size());
+      segments_.push_back(std::move(seg));
+      begin = static_cast<uint32_t>(i + 1);
+    }
+  }
+  if (segments_.empty()) segments_.push_back(Segment{});  // no instructions at all
+
+  // Last read of every value (instruction index), and deliveries in output order.
+  std::vector<int64_t> last_read(num_values, kNowhere);
+  for (size_t i = 0; i < n; ++i) {
+    used.clear();
+    for (const PlannedArg& a : instructions_[i].args) collect_slots(a, used);
+    for (ValueId v : used) last_read[v] = static_cast<int64_t>(i);
+  }
+  std::vector<int64_t> last_delivery(num_values, -1);  // output index of a slot's last delivery
+  for (size_t j = 0; j < num_outputs; ++j) {
+    if (point[j] == kNowhere) continue;
+    const uint32_t s = point[j] >= 0 ? segment_of[static_cast<size_t>(point[j])] : 0;
+    const auto slot = static_cast<ValueId>(output_slots_[j]);
+    segments_[s].deliveries.push_back(Delivery{static_cast<uint32_t>(j), slot, false});
+  }
+  // A delivery moves the value out when it is the slot's last delivery and no instruction
+  // after its segment reads the slot.
+  for (Segment& seg : segments_) {
+    for (Delivery& d : seg.deliveries) last_delivery[d.slot] = d.output;
+  }
+  std::vector<bool> moved(num_values, false);
+  for (Segment& seg : segments_) {
+    for (Delivery& d : seg.deliveries) {
+      d.move = last_delivery[d.slot] == static_cast<int64_t>(d.output) &&
+               last_read[d.slot] < static_cast<int64_t>(seg.end);
+      if (d.move) moved[d.slot] = true;
+    }
+  }
+
+  input_used_.assign(input_slots_.size(), false);
+  for (size_t i = 0; i < input_slots_.size(); ++i) {
+    const ValueId v = input_slots_[i];
+    input_used_[i] = last_read[v] != kNowhere || last_delivery[v] >= 0;
+  }
+
+  // Releases: after the last read, unless a delivery moves the value out later.
+  release_at_start_.clear();
   for (ValueId v = 0; v < num_values; ++v) {
-    if (!pinned[v] && last[v] != kNever) plan->instructions_[last[v]].release.push_back(v);
+    if (defined[v] == kNowhere) continue;
+    // A moving delivery comes after every read: nothing to release.
+    if (moved[v]) continue;
+    const int64_t at = last_read[v] != kNowhere ? last_read[v] : defined[v];
+    if (at == kInput) release_at_start_.push_back(v);
+    else instructions_[static_cast<size_t>(at)].release.push_back(v);
   }
-  plan->program_ = std::move(program);
-  return plan;
 }
 
 }  // namespace pt2rt
