@@ -100,7 +100,7 @@ class ExportedArchive:
 
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
            train: bool = True, inference: bool = True, partitioner: str = "default",
-           bundle_examples: bool = True) -> ExportedArchive:
+           bundle_examples: bool = True, optimize_inference: bool = False) -> ExportedArchive:
     """Captures ``model`` on the example inputs and builds the archive contents.
 
     Args:
@@ -114,6 +114,12 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
         partitioner: "default" or "min_cut" (functorch's default_partition /
             min_cut_rematerialization_partition).
         bundle_examples: store the inputs and eager references (program.fb ``examples``).
+        optimize_inference: run the semantics-preserving inference-graph passes of
+            ``inference_passes`` (BatchNorm folded into the convolution / linear before it;
+            the folded weights are computed in the graph from the current weights, and the
+            C++ runtime caches them until a weight changes). Outputs then differ from eager
+            by rounding (float32: ~1e-6 relative per folded layer). The training graphs are
+            not affected. Program metadata ``inference_passes`` records what was applied.
 
     Raises:
         ExportTypeError: not a Module, non-tensor inputs.
@@ -125,7 +131,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     from .serialize import build_program, write_program
 
     captured = capture(model, args, kwargs, train=train, inference=inference,
-                       partitioner=partitioner)
+                       partitioner=partitioner, optimize_inference=optimize_inference)
     examples = []
     if bundle_examples:
         examples.append(eager_example(model, captured.weights, captured.signature,
