@@ -58,36 +58,54 @@ Frame ExecutionPlan::start(std::vector<c10::IValue> inputs) const {
   frame.slots.resize(graph_->values.size());
   frame.stack.reserve(max_stack_);
   for (size_t i = 0; i < inputs.size(); ++i) frame.slots[input_slots_[i]] = std::move(inputs[i]);
+  if (!prologue_.empty()) fill_cached(frame);
   for (ValueId v : release_at_start_) frame.slots[v] = c10::IValue();
   return frame;
 }
 
+void ExecutionPlan::fill_cached(Frame& frame) const {
+  std::shared_ptr<const WeightCache::Values> values =
+      cache_->get(frame.slots, prologue_input_slots_, [&] {
+        Frame tmp;
+        tmp.slots.resize(graph_->values.size());
+        tmp.stack.reserve(max_stack_);
+        for (ValueId v : prologue_input_slots_) tmp.slots[v] = frame.slots[v];
+        for (const Instruction& ins : prologue_) execute(ins, tmp);
+        WeightCache::Values out;
+        out.reserve(cached_slots_.size());
+        for (ValueId v : cached_slots_) out.push_back(tmp.slots[v]);
+        return out;
+      });
+  for (size_t k = 0; k < cached_slots_.size(); ++k) frame.slots[cached_slots_[k]] = (*values)[k];
+}
+
+void ExecutionPlan::execute(const Instruction& ins, Frame& frame) const {
+  frame.stack.clear();
+  push_arguments(ins, frame.slots, frame.stack);
+  try {
+    if (ins.native) ins.native(frame.stack);
+    else ins.op->callBoxed(frame.stack);
+  } catch (const c10::Error& e) {
+    raise_execution_error(ins, frame, e.what_without_backtrace());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    raise_execution_error(ins, frame, e.what());
+  }
+  if (frame.stack.size() != ins.outputs.size()) {
+    raise_execution_error(ins, frame,
+                          "the kernel returned " + std::to_string(frame.stack.size()) +
+                              " values, expected " + std::to_string(ins.outputs.size()));
+  }
+  for (size_t j = 0; j < ins.outputs.size(); ++j) {
+    frame.slots[ins.outputs[j]] = std::move(frame.stack[j]);
+  }
+  for (ValueId v : ins.release) frame.slots[v] = c10::IValue();
+}
+
 void ExecutionPlan::run_segment(Frame& frame, std::vector<c10::IValue>& outputs) const {
   const Segment& seg = segments_[frame.next_segment++];
-  for (uint32_t i = seg.begin; i < seg.end; ++i) {
-    const Instruction& ins = instructions_[i];
-    frame.stack.clear();
-    push_arguments(ins, frame.slots, frame.stack);
-    try {
-      if (ins.native) ins.native(frame.stack);
-      else ins.op->callBoxed(frame.stack);
-    } catch (const c10::Error& e) {
-      raise_execution_error(ins, frame, e.what_without_backtrace());
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      raise_execution_error(ins, frame, e.what());
-    }
-    if (frame.stack.size() != ins.outputs.size()) {
-      raise_execution_error(ins, frame,
-                            "the kernel returned " + std::to_string(frame.stack.size()) +
-                                " values, expected " + std::to_string(ins.outputs.size()));
-    }
-    for (size_t j = 0; j < ins.outputs.size(); ++j) {
-      frame.slots[ins.outputs[j]] = std::move(frame.stack[j]);
-    }
-    for (ValueId v : ins.release) frame.slots[v] = c10::IValue();
-  }
+  for (uint32_t i = seg.begin; i < seg.end; ++i) execute(instructions_[i], frame);
   frame.stack.clear();
   for (const Delivery& d : seg.deliveries) {
     if (d.move) outputs[d.output] = std::move(frame.slots[d.slot]);

@@ -32,12 +32,20 @@ void check_weights(const Program& program, const std::vector<at::Tensor>& weight
   }
 }
 
+/// `cache_weight_work`: hoist what reads only weights out of the per-call path (the
+/// inference graph: PlanOptions::cacheable_inputs).
 CompiledGraph compile_graph(const std::shared_ptr<const Program>& program, const Graph& graph,
                             const std::vector<ResolvedOp>& ops, const WeightIndex& weights,
-                            c10::Device device) {
+                            c10::Device device, bool cache_weight_work = false) {
   CompiledGraph g;
   g.bindings = bind_graph(*program, graph, weights);
-  g.plan = ExecutionPlan::build(program, graph, ops, device);
+  PlanOptions options;
+  if (cache_weight_work) {
+    for (const InputBinding& b : g.bindings.inputs) {
+      options.cacheable_inputs.push_back(b.source == InputSource::Weight);
+    }
+  }
+  g.plan = ExecutionPlan::build(program, graph, ops, device, options);
   return g;
 }
 
@@ -109,7 +117,7 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   const std::vector<ResolvedOp> ops = resolve_operators(*program);
   const WeightIndex index = index_weights(*program);
   if (const Graph* g = program->graph(GraphRole::Inference)) {
-    state->inference = compile_graph(program, *g, ops, index, device);
+    state->inference = compile_graph(program, *g, ops, index, device, /*cache_weight_work=*/true);
   }
   if (const Graph* g = program->graph(GraphRole::Forward)) {
     state->forward = compile_graph(program, *g, ops, index, device);

@@ -2,6 +2,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "pt2rt/errors.h"
@@ -77,7 +78,8 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::specialize(const PlanOptions& opti
   plan->program_ = program_;
   plan->graph_ = graph_;
   plan->device_ = device_;
-  plan->instructions_ = instructions_;
+  plan->instructions_ = prologue_;  // hoisted instructions come first in topological order
+  plan->instructions_.insert(plan->instructions_.end(), instructions_.begin(), instructions_.end());
   plan->input_slots_ = input_slots_;
   plan->output_slots_ = output_slots_;
   plan->max_stack_ = max_stack_;
@@ -124,12 +126,18 @@ void ExecutionPlan::finalize(const PlanOptions& options) {
     kept.back().release.clear();
   }
   instructions_ = std::move(kept);
+  prologue_.clear();
+  prologue_input_slots_.clear();
+  cached_slots_.clear();
+  if (!options.cacheable_inputs.empty()) hoist_weight_work(options.cacheable_inputs);
   const size_t n = instructions_.size();
 
-  // Where each value is defined (instruction index), kInput for graph inputs.
+  // Where each value is defined (instruction index), kInput for graph inputs and cached
+  // prologue results (both are in the frame when the first instruction runs).
   constexpr int64_t kInput = -1, kNowhere = -2;
   std::vector<int64_t> defined(num_values, kNowhere);
   for (ValueId v : input_slots_) defined[v] = kInput;
+  for (ValueId v : cached_slots_) defined[v] = kInput;
   for (size_t i = 0; i < n; ++i) {
     for (ValueId v : instructions_[i].outputs) {
       if (defined[v] == kNowhere) defined[v] = static_cast<int64_t>(i);
@@ -193,7 +201,9 @@ void ExecutionPlan::finalize(const PlanOptions& options) {
   input_used_.assign(input_slots_.size(), false);
   for (size_t i = 0; i < input_slots_.size(); ++i) {
     const ValueId v = input_slots_[i];
-    input_used_[i] = last_read[v] != kNowhere || last_delivery[v] >= 0;
+    input_used_[i] = last_read[v] != kNowhere || last_delivery[v] >= 0 ||
+                     std::find(prologue_input_slots_.begin(), prologue_input_slots_.end(), v) !=
+                         prologue_input_slots_.end();
   }
 
   // Releases: after the last read, unless a delivery moves the value out later.
@@ -205,6 +215,69 @@ void ExecutionPlan::finalize(const PlanOptions& options) {
     const int64_t at = last_read[v] != kNowhere ? last_read[v] : defined[v];
     if (at == kInput) release_at_start_.push_back(v);
     else instructions_[static_cast<size_t>(at)].release.push_back(v);
+  }
+}
+
+namespace {
+
+/// Ops hoisted out of the per-call path when they read only weights: pure, deterministic,
+/// cheap to keep (views, elementwise arithmetic, copies). Anything else (random ops, ops
+/// with effects, ops this list does not know) stays per call.
+const std::set<std::string>& hoistable_ops() {
+  static const std::set<std::string> ops{
+      "aten::t", "aten::view", "aten::_reshape_alias", "aten::reshape", "aten::expand",
+      "aten::permute", "aten::transpose", "aten::unsqueeze", "aten::squeeze", "aten::alias",
+      "aten::detach", "aten::select", "aten::slice", "aten::flatten", "aten::contiguous",
+      "aten::clone", "aten::_to_copy", "aten::to", "aten::add", "aten::sub", "aten::mul",
+      "aten::div", "aten::neg", "aten::rsqrt", "aten::sqrt", "aten::reciprocal", "aten::pow"};
+  return ops;
+}
+
+}  // namespace
+
+void ExecutionPlan::hoist_weight_work(const std::vector<bool>& cacheable_inputs) {
+  if (cacheable_inputs.size() != input_slots_.size()) {
+    throw FormatError(std::string("graph ") + to_string(graph_->role) + ": " +
+                      std::to_string(cacheable_inputs.size()) + " cacheable-input flags for " +
+                      std::to_string(input_slots_.size()) + " inputs");
+  }
+  const size_t num_values = graph_->values.size();
+  std::vector<bool> weight_only(num_values, false), is_input(num_values, false);
+  std::vector<bool> from_prologue(num_values, false), read_by_prologue(num_values, false);
+  for (size_t i = 0; i < input_slots_.size(); ++i) {
+    weight_only[input_slots_[i]] = cacheable_inputs[i];
+    is_input[input_slots_[i]] = true;
+  }
+  std::vector<Instruction> main;
+  std::vector<ValueId> used;
+  for (Instruction& ins : instructions_) {
+    used.clear();
+    for (const PlannedArg& a : ins.args) collect_slots(a, used);
+    bool hoist = ins.op && !ins.native && !ins.mutates && !used.empty() &&
+                 hoistable_ops().count(ins.op->schema().name()) > 0;
+    for (ValueId v : used) hoist = hoist && weight_only[v];
+    if (!hoist) {
+      main.push_back(std::move(ins));
+      continue;
+    }
+    for (ValueId v : used) read_by_prologue[v] = true;
+    for (ValueId v : ins.outputs) weight_only[v] = from_prologue[v] = true;
+    prologue_.push_back(std::move(ins));
+  }
+  instructions_ = std::move(main);
+  if (prologue_.empty()) return;
+  std::vector<bool> cached(num_values, false);
+  for (const Instruction& ins : instructions_) {
+    used.clear();
+    for (const PlannedArg& a : ins.args) collect_slots(a, used);
+    for (ValueId v : used) cached[v] = cached[v] || from_prologue[v];
+  }
+  for (int64_t v : output_slots_) {
+    if (v >= 0 && from_prologue[static_cast<size_t>(v)]) cached[static_cast<size_t>(v)] = true;
+  }
+  for (ValueId v = 0; v < num_values; ++v) {
+    if (cached[v]) cached_slots_.push_back(v);
+    if (read_by_prologue[v] && is_input[v]) prologue_input_slots_.push_back(v);
   }
 }
 

@@ -12,7 +12,12 @@
 //   deliver_early   the plan is cut into segments: a segment ends right after the
 //                   instruction(s) computing a graph output, and that output is handed out
 //                   when the segment ends (the backward plan hands each gradient to autograd
-//                   as soon as it exists: backward_chain.h).
+//                   as soon as it exists: backward_chain.h);
+//   cacheable_inputs  graph inputs bound to model weights: instructions that read only those
+//                   (transitively) and are known pure and deterministic (views, elementwise
+//                   arithmetic: kHoistableOps in plan.cpp) are hoisted into a prologue whose
+//                   results are cached until a weight changes (weight_cache.h) — e.g. `t(W)`
+//                   of a linear layer, BatchNorm folded into convolution weights.
 // Liveness: each instruction lists the slots whose last use it is, released right after it
 // runs. Graph inputs are owned by the frame (moved in) and released after their last use
 // too; an output is released (moved out) when it is delivered, unless a later instruction
@@ -39,6 +44,7 @@
 #include "native_ops.h"
 #include "op_resolution.h"
 #include "pt2rt/program.h"
+#include "weight_cache.h"
 
 namespace pt2rt {
 
@@ -64,6 +70,8 @@ struct PlanOptions {
   /// One flag per Graph::outputs entry; empty means every output is needed.
   std::vector<bool> needed_outputs;
   bool deliver_early = false;
+  /// One flag per Graph::inputs entry: bound to a model weight; empty means none.
+  std::vector<bool> cacheable_inputs;
 };
 
 /// A graph output handed out at the end of a segment.
@@ -112,6 +120,8 @@ class ExecutionPlan {
   const std::vector<Segment>& segments() const { return segments_; }
   /// Whether Graph::inputs[i] is read by an instruction or delivered as an output.
   bool input_used(size_t i) const { return input_used_[i]; }
+  /// Instructions hoisted out of the per-call path (PlanOptions::cacheable_inputs).
+  const std::vector<Instruction>& prologue() const { return prologue_; }
   const PlanOptions& options() const { return options_; }
 
   const Graph& graph() const { return *graph_; }
@@ -127,8 +137,15 @@ class ExecutionPlan {
 
  private:
   ExecutionPlan() = default;
-  /// Dead-code elimination, liveness and segments for `options` (build and specialize).
+  /// Dead-code elimination, hoisting, liveness and segments for `options` (build and
+  /// specialize).
   void finalize(const PlanOptions& options);
+  /// Moves weight-only instructions into prologue_ (see PlanOptions::cacheable_inputs).
+  void hoist_weight_work(const std::vector<bool>& cacheable_inputs);
+  /// Puts the prologue's results into `frame` (from the cache, computed if stale).
+  void fill_cached(Frame& frame) const;
+  /// Runs `ins` on `frame` (one instruction of the interpreter loop).
+  void execute(const Instruction& ins, Frame& frame) const;
   [[noreturn]] void raise_execution_error(const Instruction& ins, const Frame& frame,
                                           const std::string& message) const;
 
@@ -140,6 +157,10 @@ class ExecutionPlan {
   std::vector<int64_t> output_slots_;
   std::vector<ValueId> release_at_start_;  ///< inputs nothing reads or delivers
   std::vector<bool> input_used_;
+  std::vector<Instruction> prologue_;
+  std::vector<ValueId> prologue_input_slots_;  ///< weight input slots the prologue reads
+  std::vector<ValueId> cached_slots_;          ///< prologue results read after it
+  std::unique_ptr<WeightCache> cache_ = std::make_unique<WeightCache>();
   std::vector<Segment> segments_;
   PlanOptions options_;
   size_t max_stack_ = 0;
