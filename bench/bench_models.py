@@ -13,6 +13,8 @@ Models (``MODELS``; all float32, CPU):
     transformer         nn.TransformerEncoder, 2 layers, d_model 64, 4 heads, ff 256,
                         dropout 0, batch_first, [8, 32, 64]
     resnet50_load       torchvision resnet50 (load time only: default vs memory-mapped load)
+    resnet18_b8_fc      resnet18_b8 with only ``fc`` trainable (requires_grad_(False) on every
+                        other parameter after load: partial fine-tuning; training step only)
 
 Losses: cross entropy against fixed class targets (classifiers), ``out.pow(2).mean()``
 (transformer). Training step everywhere: ``zero_grad`` (set_to_none=False unless the C++
@@ -117,9 +119,13 @@ MODELS: Dict[str, Callable] = {
 }
 
 
+#: Variants: (base model whose artifacts they share, prefix of the trainable parameters).
+VARIANTS: Dict[str, Tuple[str, str]] = {"resnet18_b8_fc": ("resnet18_b8", "fc.")}
+
+
 def build(name: str):
     """(model in training mode, example args, loss kind "ce"|"mse", number of classes)."""
-    model, args, loss, classes = MODELS[name]()
+    model, args, loss, classes = MODELS[VARIANTS.get(name, (name, ""))[0]]()
     return model.train(), args, loss, classes
 
 
@@ -135,15 +141,18 @@ def loss_of(out: torch.Tensor, target: torch.Tensor, loss: str) -> torch.Tensor:
     return F.cross_entropy(out, target) if loss == "ce" else out.pow(2).mean()
 
 
+_clock = time.perf_counter
+
+
 def _min_time(model: nn.Module, fn: Callable[[nn.Module], None], reps: int) -> float:
-    """Minimum wall time of ``fn(copy of model)`` over ``reps`` runs (the copy is made
-    outside the timed region)."""
+    """Minimum time of ``fn(copy of model)`` over ``reps`` runs (the copy is made outside the
+    timed region), on the clock the C++ side chose (wall, or this thread's CPU time)."""
     best = float("inf")
     for _ in range(max(reps, 1)):
         m = copy.deepcopy(model)
-        t0 = time.perf_counter()
+        t0 = _clock()
         fn(m)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, _clock() - t0)
     return best
 
 
@@ -175,18 +184,23 @@ def _warm_up(work: Path) -> None:
 
 def prepare(name: str, work_dir: str, options_json: str) -> str:
     """Builds the artifacts of ``name`` in ``work_dir``; see the module docstring.
-    ``options_json``: {"export_reps": int, "artifacts": [kinds]} with kinds among
-    "pt2", "min_cut", "fold", "ts"."""
+    ``options_json``: {"export_reps": int, "clock": "cpu"|"wall", "artifacts": [kinds]} with
+    kinds among "pt2", "min_cut", "fold", "ts"."""
+    global _clock
     opts = json.loads(options_json)
     reps = int(opts.get("export_reps", 1))
+    _clock = time.thread_time if opts.get("clock") == "cpu" else time.perf_counter
     kinds = set(opts.get("artifacts", ["pt2", "min_cut", "fold", "ts"]))
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     _warm_up(work)
     model, args, loss, classes = build(name)
+    base, trainable = VARIANTS.get(name, (name, ""))
     out: Dict[str, object] = {
-        "name": name, "loss": loss, "classes": classes,
+        "name": name, "loss": loss, "classes": classes, "trainable_prefix": trainable,
         "inputs": [list(a.shape) for a in args], "errors": {}}
+    reuse = name in VARIANTS  # a variant reuses its base model's artifacts when they exist
+    name = base
     errors: Dict[str, str] = out["errors"]  # type: ignore[assignment]
     with torch.no_grad():
         probe = copy.deepcopy(model)(*args)
@@ -197,6 +211,9 @@ def prepare(name: str, work_dir: str, options_json: str) -> str:
 
     def export_default():
         path = str(work / f"{name}.pt2")
+        if reuse and os.path.exists(path):
+            out["pt2"] = path
+            return
         out["export_s"] = _min_time(model, lambda m: pt2rt.export(m, args).save(path), reps)
         out["pt2"] = path
 
@@ -214,6 +231,9 @@ def prepare(name: str, work_dir: str, options_json: str) -> str:
 
     def trace_train():
         path = str(work / f"{name}_train.ts")
+        if reuse and os.path.exists(path):
+            out["ts_train"] = path
+            return
         m = copy.deepcopy(model).train()
         torch.jit.save(torch.jit.trace(m, args, check_trace=False), path)
         out["ts_train"] = path
@@ -234,7 +254,8 @@ def prepare(name: str, work_dir: str, options_json: str) -> str:
         _attempt("pt2_fold", export_fold, errors)
     if "ts" in kinds:
         _attempt("ts_train", trace_train, errors)
-        _attempt("ts_eval", trace_eval, errors)
+        if not reuse:
+            _attempt("ts_eval", trace_eval, errors)
     return json.dumps(out)
 
 
@@ -244,13 +265,17 @@ class EagerRunner:
 
     def __init__(self, name: str, set_to_none: bool = False) -> None:
         model, args, loss, classes = build(name)
+        prefix = VARIANTS.get(name, (name, ""))[1]
+        for fqn, p in model.named_parameters():
+            p.requires_grad_(fqn.startswith(prefix))
         self.args: Tuple[torch.Tensor, ...] = args
         self.loss = loss
         self.target = targets_for(args, loss, classes)
         self.eval_model = copy.deepcopy(model).eval()
         self.train_model = model.train()
         self.set_to_none = set_to_none
-        self.opt = torch.optim.SGD(self.train_model.parameters(), lr=LR)
+        self.opt = torch.optim.SGD([p for p in self.train_model.parameters() if p.requires_grad],
+                                   lr=LR)
 
     def infer(self) -> None:
         with torch.inference_mode():
@@ -272,4 +297,4 @@ def versions() -> str:
 
 
 def names() -> List[str]:
-    return list(MODELS)
+    return list(MODELS) + list(VARIANTS)

@@ -25,7 +25,7 @@ Call pt2rt_training(const std::string& path, const Workload& w) {
   };
   Model m = Model::load(path);
   m.train();
-  std::vector<at::Tensor> params = m.parameters();
+  std::vector<at::Tensor> params = trainable(m.named_parameters(), w);
   auto s = std::make_shared<State>(State{std::move(m), params,
                                          torch::optim::SGD(params, kLearningRate), w});
   return [s] {

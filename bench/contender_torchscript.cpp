@@ -38,8 +38,9 @@ Call torchscript_training(const std::string& path, const Workload& w) {
   };
   torch::jit::Module m = torch::jit::load(path);
   m.train();
-  std::vector<at::Tensor> params;
-  for (const at::Tensor& p : m.parameters()) params.push_back(p);
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& p : m.named_parameters()) named.emplace_back(p.name, p.value);
+  std::vector<at::Tensor> params = trainable(named, w);
   auto s = std::make_shared<State>(State{m, params, torch::optim::SGD(params, kLearningRate),
                                          as_ivalues(w.inputs), w});
   return [s] {

@@ -2,6 +2,7 @@
 #include "measure.h"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,18 +10,31 @@
 
 namespace pt2rt::bench {
 
+namespace {
+
+double now(Clock clock) {
+  if (clock == Clock::Wall) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
 std::vector<double> interleaved_min(const std::vector<std::function<void()>>& fns, int rounds,
-                                    int warmup) {
-  using Clock = std::chrono::steady_clock;
+                                    int warmup, Clock clock) {
   for (int r = 0; r < warmup; ++r) {
     for (const auto& fn : fns) fn();
   }
   std::vector<double> best(fns.size(), std::numeric_limits<double>::infinity());
   for (int r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < fns.size(); ++i) {
-      const auto t0 = Clock::now();
+      const double t0 = now(clock);
       fns[i]();
-      best[i] = std::min(best[i], std::chrono::duration<double>(Clock::now() - t0).count());
+      best[i] = std::min(best[i], now(clock) - t0);
     }
   }
   return best;

@@ -50,6 +50,7 @@ struct Options {
   bool set_to_none = false;
   bool min_cut = true;
   double budget_s = 20;  // per model and measurement kind: rounds are cut to fit
+  Clock clock = Clock::ThreadCpu;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -65,9 +66,9 @@ std::vector<std::string> split(const std::string& s) {
   std::printf(
       "usage: pt2rt_bench [--models a,b,...] [--rounds N] [--warmup N] [--threads N]\n"
       "                   [--export-reps N] [--work-dir DIR] [--budget SECONDS]\n"
-      "                   [--set-to-none] [--no-min-cut]\n"
+      "                   [--set-to-none] [--no-min-cut] [--clock cpu|wall]\n"
       "models: mlp_b1 mlp_b32 digits_cnn resnet18_b1 resnet18_b8 mobilenet_v2 transformer\n"
-      "        resnet50_load (load times only)\n");
+      "        resnet18_b8_fc (training only fc), resnet50_load (load times only)\n");
   std::exit(code);
 }
 
@@ -87,13 +88,19 @@ Options parse(int argc, char** argv) {
     else if (a == "--work-dir") o.work_dir = value();
     else if (a == "--budget") o.budget_s = std::stod(value());
     else if (a == "--set-to-none") o.set_to_none = true;
+    else if (a == "--clock") {
+      const std::string c = value();
+      if (c == "cpu") o.clock = Clock::ThreadCpu;
+      else if (c == "wall") o.clock = Clock::Wall;
+      else usage(2);
+    }
     else if (a == "--no-min-cut") o.min_cut = false;
     else if (a == "-h" || a == "--help") usage(0);
     else usage(2);
   }
   if (o.models.empty()) {
-    o.models = {"mlp_b1", "mlp_b32", "digits_cnn", "resnet18_b1", "resnet18_b8",
-                "mobilenet_v2", "transformer", "resnet50_load"};
+    o.models = {"mlp_b1",       "mlp_b32",     "digits_cnn",     "resnet18_b1",  "resnet18_b8",
+                "resnet18_b8_fc", "mobilenet_v2", "transformer", "resnet50_load"};
   }
   return o;
 }
@@ -124,6 +131,7 @@ Workload make_workload(const json& info, bool set_to_none) {
     w.target = at::randint(info["classes"].get<int64_t>(), {n}, at::kLong);
   }
   w.set_to_none = set_to_none;
+  w.trainable_prefix = info["trainable_prefix"].get<std::string>();
   return w;
 }
 
@@ -177,7 +185,7 @@ void time_lineup(Lineup& l, Row& row, const Options& o) {
   int rounds = o.rounds;
   if (per_round * rounds > o.budget_s) rounds = std::max(3, static_cast<int>(o.budget_s / per_round));
   int warmup = std::min(o.warmup, std::max(1, rounds / 3));
-  std::vector<double> t = interleaved_min(ok.calls, rounds, warmup);
+  std::vector<double> t = interleaved_min(ok.calls, rounds, warmup, o.clock);
   for (size_t i = 0; i < t.size(); ++i) row[ok.names[i]].value = t[i];
   l = std::move(ok);
 }
@@ -201,8 +209,10 @@ void measure_memory(const Lineup& training, Row& memory, Row& faults) {
 void run_model(const std::string& name, Python& py, const Options& o, Results& r) {
   std::fprintf(stderr, "[%s] exporting (pt2rt, TorchScript)...\n", name.c_str());
   const bool load_only = name == "resnet50_load";
-  json opts = {{"export_reps", o.export_reps}};
-  opts["artifacts"] = load_only ? json::array({"pt2", "ts"})
+  const bool train_only = name == "resnet18_b8_fc";  // a variant: shares resnet18_b8's files
+  json opts = {{"export_reps", o.export_reps},
+               {"clock", o.clock == Clock::Wall ? "wall" : "cpu"}};
+  opts["artifacts"] = load_only || train_only ? json::array({"pt2", "ts"})
                                 : (o.min_cut ? json::array({"pt2", "min_cut", "fold", "ts"})
                                              : json::array({"pt2", "fold", "ts"}));
   const json info = json::parse(py.call_str("prepare", {name, o.work_dir, opts.dump()}));
@@ -212,14 +222,16 @@ void run_model(const std::string& name, Python& py, const Options& o, Results& r
   const std::string min_cut = artifact(info, "pt2_min_cut");
   const std::string ts_eval = artifact(info, "ts_eval"), ts_train = artifact(info, "ts_train");
 
-  auto& ex = r.exports[name];
-  if (info.contains("export_s")) ex["pt2rt"].value = info["export_s"].get<double>();
-  else ex["pt2rt"].missing = why_missing(info, "pt2");
-  if (info.contains("trace_s")) ex["ts"].value = info["trace_s"].get<double>();
-  else ex["ts"].missing = why_missing(info, "ts_eval");
+  if (!train_only) {
+    auto& ex = r.exports[name];
+    if (info.contains("export_s")) ex["pt2rt"].value = info["export_s"].get<double>();
+    else ex["pt2rt"].missing = why_missing(info, "pt2");
+    if (info.contains("trace_s")) ex["ts"].value = info["trace_s"].get<double>();
+    else ex["ts"].missing = why_missing(info, "ts_eval");
+  }
 
-  std::fprintf(stderr, "[%s] load...\n", name.c_str());
-  {
+  if (!train_only) {
+    std::fprintf(stderr, "[%s] load...\n", name.c_str());
     Lineup l;
     auto& row = r.load[name];
     l.add(row, "pt2rt", [&] { return pt2rt_load(pt2); }, pt2.empty() ? why_missing(info, "pt2") : "");
@@ -239,7 +251,7 @@ void run_model(const std::string& name, Python& py, const Options& o, Results& r
   } catch (const std::exception& e) {
     r.inference[name]["eager"].missing = r.training[name]["eager"].missing = e.what();
   }
-  {
+  if (!train_only) {
     Lineup l;
     auto& row = r.inference[name];
     l.add(row, "pt2rt", [&] { return pt2rt_inference(pt2, w); }, pt2.empty() ? why_missing(info, "pt2") : "");
@@ -356,7 +368,7 @@ void print_results(const Results& r, const Options& o) {
     mem_cols.push_back({"mincut", "pt2rt_min_cut", ""});
     mem_cols.push_back({"mincut÷eager", "pt2rt_min_cut", "eager"});
   }
-  print_table("Peak memory of a training step above its start", "MiB", 1.0 / (1 << 20), 1,
+  print_table("Peak memory of a training step above its start", "MiB", 1.0 / (1 << 20), 2,
               r.models, r.memory, mem_cols);
   std::vector<Column> fault_cols = {{"pt2rt", "pt2rt", ""}, {"ts", "ts", ""}, {"eager", "eager", ""}};
   if (o.min_cut) fault_cols.push_back({"mincut", "pt2rt_min_cut", ""});
@@ -380,10 +392,12 @@ int main(int argc, char** argv) try {
   Python py(bench_dir && *bench_dir ? bench_dir : PT2RT_BENCH_DIR);
   py.set_num_threads(o.threads);
   const json v = json::parse(py.call_str("versions", {}));
-  std::printf("pt2rt_bench: torch %s (Python %s, embedded), %d intra-op thread(s), %s\n",
+  std::printf("pt2rt_bench: torch %s (Python %s, embedded), %d intra-op thread(s), %s, "
+              "times: %s\n",
               v["torch"].get<std::string>().c_str(), v["python"].get<std::string>().c_str(),
               at::get_num_threads(),
-              o.set_to_none ? "zero_grad(set_to_none=True)" : "zero_grad(set_to_none=False)");
+              o.set_to_none ? "zero_grad(set_to_none=True)" : "zero_grad(set_to_none=False)",
+              o.clock == Clock::Wall ? "wall clock" : "thread CPU time (--clock wall for wall time)");
   Results r;
   for (const std::string& m : o.models) {
     try {

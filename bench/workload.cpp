@@ -22,4 +22,17 @@ void zero_grads(const std::vector<at::Tensor>& params, bool set_to_none) {
   }
 }
 
+std::vector<at::Tensor> trainable(const std::vector<std::pair<std::string, at::Tensor>>& named,
+                                  const Workload& w) {
+  std::vector<at::Tensor> out;
+  for (const auto& [fqn, p] : named) {
+    if (fqn.rfind(w.trainable_prefix, 0) == 0) {
+      out.push_back(p);
+    } else {
+      const_cast<at::Tensor&>(p).requires_grad_(false);
+    }
+  }
+  return out;
+}
+
 }  // namespace pt2rt::bench

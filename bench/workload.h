@@ -23,6 +23,9 @@ struct Workload {
   at::Tensor target;               ///< int64 [N] class indices ("ce"), undefined ("mse")
   std::string loss;                ///< "ce" or "mse"
   bool set_to_none = false;
+  /// Only parameters whose FQN starts with this are trained; the others get
+  /// requires_grad_(false) after load (partial fine-tuning). Empty: all.
+  std::string trainable_prefix;
 };
 
 constexpr double kLearningRate = 0.01;
@@ -30,6 +33,10 @@ constexpr double kLearningRate = 0.01;
 at::Tensor loss_of(const at::Tensor& out, const Workload& w);
 /// zero_grad(set_to_none) over `params`.
 void zero_grads(const std::vector<at::Tensor>& params, bool set_to_none);
+/// The parameters to train: every (fqn, tensor) matching w.trainable_prefix; the others are
+/// frozen (requires_grad_(false)).
+std::vector<at::Tensor> trainable(const std::vector<std::pair<std::string, at::Tensor>>& named,
+                                  const Workload& w);
 
 using Call = std::function<void()>;
 
