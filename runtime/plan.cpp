@@ -144,8 +144,8 @@ void ExecutionPlan::finalize(const PlanOptions& options) {
     }
   }
 
-  // Segments: one, or (deliver_early) one ending after each run of instructions that
-  // compute a needed output.
+  // Segments: one, or (deliver_early) one ending after each instruction that computes a
+  // needed output.
   std::vector<int64_t> point(num_outputs, kNowhere);  // delivery point per output
   std::vector<bool> delivering(n, false);
   for (size_t j = 0; j < num_outputs; ++j) {
@@ -158,7 +158,10 @@ void ExecutionPlan::finalize(const PlanOptions& options) {
   std::vector<uint32_t> segment_of(n, 0);
   uint32_t begin = 0;
   for (size_t i = 0; i < n; ++i) {
-    const bool cut = options.deliver_early && delivering[i] && (i + 1 == n || !delivering[i + 1]);
+    // Every output-computing instruction ends a segment: merging consecutive ones would keep
+    // the first one's outputs alive while the next runs (e.g. a downsample convolution's
+    // weight gradient during the next, larger convolution backward).
+    const bool cut = options.deliver_early && delivering[i];
     if (cut || i + 1 == n) {
       Segment seg;
       seg.begin = begin;

@@ -9,8 +9,8 @@
 //   needed_outputs  graph outputs not needed are not computed (they come back as None) and
 //                   every instruction only they needed is removed (dead-code elimination;
 //                   ops with a mutable schema argument are never removed);
-//   deliver_early   the plan is cut into segments: a segment ends right after the
-//                   instruction(s) computing a graph output, and that output is handed out
+//   deliver_early   the plan is cut into segments: a segment ends right after each
+//                   instruction computing a graph output, and that output is handed out
 //                   when the segment ends (the backward plan hands each gradient to autograd
 //                   as soon as it exists: backward_chain.h);
 //   cacheable_inputs  graph inputs bound to model weights: instructions that read only those

@@ -272,10 +272,10 @@ TEST_CASE("specialised plans: unneeded outputs and their nodes go, early deliver
     CHECK(none->instructions().empty());
     CHECK_FALSE(none->input_used(0));
   }
-  SECTION("deliver_early: one segment per run of output-computing instructions") {
+  SECTION("deliver_early: a segment ends after each output-computing instruction") {
     auto p = full->specialize(PlanOptions{{}, true});
     const auto& segs = p->segments();
-    REQUIRE(segs.size() == 2);  // [relu] then [abs, neg]
+    REQUIRE(segs.size() == 2);  // [relu] then [abs, neg]: abs computes no output
     CHECK(segs[0].end == 1);
     REQUIRE(segs[0].deliveries.size() == 2);  // o2 (the input, available at once) and o0
     CHECK(segs[1].deliveries.size() == 1);
