@@ -4,7 +4,8 @@
 set -euo pipefail
 PKGS=(cmake g++ ccache ninja-build libtorch-dev python3-torch python3-torchvision
       libflatbuffers-dev flatbuffers-compiler python3-flatbuffers libzip-dev zipcmp zipmerge
-      ziptool catch2 libcxxopts-dev nlohmann-json3-dev python3-networkx python3-pytest python3-sklearn)
+      ziptool catch2 libcxxopts-dev nlohmann-json3-dev python3-networkx python3-pytest python3-sklearn
+      libpython3-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
