@@ -91,14 +91,8 @@ TEST_CASE("bad input: mapped weights refuse what load_weights refuses", "[loader
                       Contains("is not 64-byte aligned"));
   }
   SECTION("bool weight with a byte other than 0 or 1") {
-    auto p = make_program();
-    p->weights[2]->dtype = fbs::ScalarType::Bool;
-    p->weights[2]->sizes = {2};
-    p->weights[2]->strides = {1};
-    p->weights[2]->byte_length = 2;
-    std::vector<RawEntry> e = fixture_entries(*p);
-    e[5].bytes = {1, 2};
-    CHECK_THROWS_WITH(map_bytes(dir, build_aligned(e)), Contains("bool element 1 has byte value 2"));
+    CHECK_THROWS_WITH(map_bytes(dir, build_aligned(fixture_entries_with_bool_weight({1, 2}))),
+                      Contains("bool element 1 has byte value 2"));
   }
   SECTION("not a file") {
     CHECK_THROWS_AS(MappedFile::open(dir.file("missing.pt2")), FormatError);
