@@ -2,6 +2,7 @@
 //
 //   export-cli save <file.py|module>:<callable> <out.pt2> [--inputs in.pt] [--no-train]
 //                   [--no-inference] [--no-examples] [--partitioner default|min_cut]
+//                   [--optimize-inference]
 //                   [-- <more exporter options>]
 //
 // Runs `<python> -m pt2rt save <spec> <out.pt2> [options]` with its output streamed to
@@ -126,6 +127,8 @@ int cmd_save(int argc, char** argv) {
       ("no-train", "export the inference graph only (no forward/backward graphs)")
       ("no-inference", "skip the inference graph")
       ("no-examples", "do not bundle the example inputs and eager references")
+      ("optimize-inference", "fold BatchNorm into the convolution/linear before it in the "
+       "inference graph (computed from the current weights; cached by the runtime)")
       ("partitioner", "forward/backward partitioner: default or min_cut",
        cxxopts::value<std::string>());
   // clang-format on
@@ -158,7 +161,7 @@ int cmd_save(int argc, char** argv) {
   std::vector<std::string> cmd = {python, "-m", "pt2rt", "save", spec, out};
   if (result.count("inputs"))
     cmd.insert(cmd.end(), {"--inputs", result["inputs"].as<std::string>()});
-  for (const char* flag : {"no-train", "no-inference", "no-examples"}) {
+  for (const char* flag : {"no-train", "no-inference", "no-examples", "optimize-inference"}) {
     if (result.count(flag)) cmd.push_back(std::string("--") + flag);
   }
   if (result.count("partitioner")) {

@@ -9,6 +9,7 @@
 #include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
 #include "validate.h"
+#include "weight_entry.h"
 
 namespace pt2rt {
 namespace {
@@ -23,24 +24,11 @@ std::string shape_string(c10::ScalarType dtype, at::IntArrayRef sizes) {
   return s + "]";
 }
 
-/// Storage elements and bytes of `w`, re-checked (decode_program validated them already;
-/// load_weights may be given a hand-made Program).
-void storage_of(const WeightInfo& w, const std::string& what, int64_t* numel, uint64_t* nbytes) {
-  if (!checked_storage_numel(w.sizes, w.strides, w.storage_offset, numel) ||
-      !checked_nbytes(*numel, w.dtype, nbytes)) {
-    throw FormatError(what + ": sizes/strides/storage_offset are negative or overflow");
-  }
-}
-
 }  // namespace
 
 std::vector<at::Tensor> load_weights(const Archive& archive, const Program& program,
                                      c10::Device device) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  throw FormatError(archive.source() +
-                    ": weights are stored little-endian and this host is big-endian; "
-                    "pt2rt does not byte-swap weights");
-#endif
+  require_little_endian(archive.source());
   if (device.is_cuda() && !at::hasCUDA()) {
     throw InputError("device " + device.str() + " requested, but this LibTorch has no CUDA");
   }
@@ -48,24 +36,9 @@ std::vector<at::Tensor> load_weights(const Archive& archive, const Program& prog
   out.reserve(program.weights.size());
   for (const WeightInfo& w : program.weights) {
     const std::string what = describe(archive, w);
-    if (!archive.has_entry(w.entry)) throw FormatError(what + ": the entry is missing");
-    const EntryInfo& e = archive.entry(w.entry);
-    if (!e.stored) {
-      throw FormatError(what + ": the entry is compressed (zip method " + std::to_string(e.method) +
-                        "); weights must be STORED");
-    }
-    if (e.data_offset % kDataAlignment != 0) {
-      throw FormatError(what + ": data at offset " + std::to_string(e.data_offset) +
-                        " is not " + std::to_string(kDataAlignment) + "-byte aligned");
-    }
-    int64_t numel = 0;
-    uint64_t nbytes = 0;
-    storage_of(w, what, &numel, &nbytes);
-    if (e.size != nbytes) {
-      throw FormatError(what + ": the entry has " + std::to_string(e.size) + " bytes, expected " +
-                        std::to_string(nbytes) + " (" + c10::toString(w.dtype) + " x " +
-                        std::to_string(numel) + " storage elements)");
-    }
+    const CheckedEntry c = check_weight_entry(archive, w, what);
+    const int64_t numel = c.numel;
+    const uint64_t nbytes = c.nbytes;
 
     c10::AutoGradMode no_grad(false);
     const auto options = at::TensorOptions().dtype(w.dtype);
@@ -73,13 +46,7 @@ std::vector<at::Tensor> load_weights(const Archive& archive, const Program& prog
     at::Tensor host = at::empty({numel}, options.pinned_memory(device.is_cuda()));
     archive.read_into(w.entry, host.data_ptr(), nbytes);
     if (w.dtype == at::kBool) {
-      const auto* b = static_cast<const uint8_t*>(host.data_ptr());
-      for (int64_t i = 0; i < numel; ++i) {
-        if (b[i] > 1) {
-          throw FormatError(what + ": bool element " + std::to_string(i) + " has byte value " +
-                            std::to_string(b[i]) + " (only 0 and 1 are valid)");
-        }
-      }
+      check_bool_bytes(static_cast<const uint8_t*>(host.data_ptr()), nbytes, what);
     }
     at::Tensor storage = device.is_cpu() ? host : host.to(device, /*non_blocking=*/device.is_cuda());
     at::Tensor t = at::empty({0}, storage.options());

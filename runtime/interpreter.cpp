@@ -50,7 +50,7 @@ void ExecutionPlan::push_arguments(const Instruction& ins, const std::vector<c10
   }
 }
 
-std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) const {
+Frame ExecutionPlan::start(std::vector<c10::IValue> inputs) const {
   if (inputs.size() != input_slots_.size()) {
     throw InputError(std::string("graph ") + to_string(graph_->role) + " takes " +
                      std::to_string(input_slots_.size()) + " inputs, got " +
@@ -60,54 +60,83 @@ std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) con
   frame.slots.resize(graph_->values.size());
   frame.stack.reserve(max_stack_);
   for (size_t i = 0; i < inputs.size(); ++i) frame.slots[input_slots_[i]] = std::move(inputs[i]);
+  if (!prologue_.empty()) fill_cached(frame);
+  for (ValueId v : release_at_start_) frame.slots[v] = c10::IValue();
+  return frame;
+}
 
-  for (const Instruction& ins : instructions_) {
-    frame.stack.clear();
-    push_arguments(ins, frame.slots, frame.stack);
-    try {
-      if (ins.checks & Instruction::kCheckDeclared) {
-        AllocationCap cap(ins.alloc_cap);
-        if (ins.native) ins.native(frame.stack);
-        else ins.op->callBoxed(frame.stack);
-      } else if (ins.native) {
-        ins.native(frame.stack);
-      } else {
-        ins.op->callBoxed(frame.stack);
-      }
-    } catch (const c10::Error& e) {
-      raise_execution_error(ins, frame, e.what_without_backtrace());
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      raise_execution_error(ins, frame, e.what());
+void ExecutionPlan::fill_cached(Frame& frame) const {
+  std::shared_ptr<const WeightCache::Values> values =
+      cache_->get(frame.slots, prologue_input_slots_, [&] {
+        Frame tmp;
+        tmp.slots.resize(graph_->values.size());
+        tmp.stack.reserve(max_stack_);
+        for (ValueId v : prologue_input_slots_) tmp.slots[v] = frame.slots[v];
+        for (const Instruction& ins : prologue_) execute(ins, tmp);
+        WeightCache::Values out;
+        out.reserve(cached_slots_.size());
+        for (ValueId v : cached_slots_) out.push_back(tmp.slots[v]);
+        return out;
+      });
+  for (size_t k = 0; k < cached_slots_.size(); ++k) frame.slots[cached_slots_[k]] = (*values)[k];
+}
+
+void ExecutionPlan::execute(const Instruction& ins, Frame& frame) const {
+  frame.stack.clear();
+  push_arguments(ins, frame.slots, frame.stack);
+  try {
+    if (ins.checks & Instruction::kCheckDeclared) {
+      AllocationCap cap(ins.alloc_cap);
+      if (ins.native) ins.native(frame.stack);
+      else ins.op->callBoxed(frame.stack);
+    } else if (ins.native) {
+      ins.native(frame.stack);
+    } else {
+      ins.op->callBoxed(frame.stack);
     }
-    if (frame.stack.size() != ins.outputs.size()) {
-      raise_execution_error(ins, frame,
-                            "the kernel returned " + std::to_string(frame.stack.size()) +
-                                " values, expected " + std::to_string(ins.outputs.size()));
-    }
-    if (ins.checks != 0) {
-      for (size_t j = 0; j < ins.outputs.size(); ++j) {
-        const std::string problem =
-            (ins.checks & Instruction::kCheckDeclared)
-                ? check_result(graph_->values[ins.outputs[j]], frame.stack[j], CheckAt::Run)
-                : check_storage(frame.stack[j]);
-        if (!problem.empty()) {
-          raise_execution_error(ins, frame, "result " + std::to_string(j) + " " + problem);
-        }
-      }
-    }
+  } catch (const c10::Error& e) {
+    raise_execution_error(ins, frame, e.what_without_backtrace());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    raise_execution_error(ins, frame, e.what());
+  }
+  if (frame.stack.size() != ins.outputs.size()) {
+    raise_execution_error(ins, frame,
+                          "the kernel returned " + std::to_string(frame.stack.size()) +
+                              " values, expected " + std::to_string(ins.outputs.size()));
+  }
+  if (ins.checks != 0) {
     for (size_t j = 0; j < ins.outputs.size(); ++j) {
-      frame.slots[ins.outputs[j]] = std::move(frame.stack[j]);
+      const std::string problem =
+          (ins.checks & Instruction::kCheckDeclared)
+              ? check_result(graph_->values[ins.outputs[j]], frame.stack[j], CheckAt::Run)
+              : check_storage(frame.stack[j]);
+      if (!problem.empty()) {
+        raise_execution_error(ins, frame, "result " + std::to_string(j) + " " + problem);
+      }
     }
-    for (ValueId v : ins.release) frame.slots[v] = c10::IValue();
   }
+  for (size_t j = 0; j < ins.outputs.size(); ++j) {
+    frame.slots[ins.outputs[j]] = std::move(frame.stack[j]);
+  }
+  for (ValueId v : ins.release) frame.slots[v] = c10::IValue();
+}
 
-  std::vector<c10::IValue> outputs;
-  outputs.reserve(output_slots_.size());
-  for (int64_t v : output_slots_) {
-    outputs.push_back(v < 0 ? c10::IValue() : frame.slots[v]);
+void ExecutionPlan::run_segment(Frame& frame, std::vector<c10::IValue>& outputs) const {
+  const Segment& seg = segments_[frame.next_segment++];
+  for (uint32_t i = seg.begin; i < seg.end; ++i) execute(instructions_[i], frame);
+  frame.stack.clear();
+  for (const Delivery& d : seg.deliveries) {
+    if (d.move) outputs[d.output] = std::move(frame.slots[d.slot]);
+    else outputs[d.output] = frame.slots[d.slot];
   }
+}
+
+std::vector<c10::IValue> ExecutionPlan::run(std::vector<c10::IValue> inputs) const {
+  Frame frame = start(std::move(inputs));
+  std::vector<c10::IValue> outputs(output_slots_.size());
+  while (frame.next_segment < segments_.size()) run_segment(frame, outputs);
   return outputs;
 }
 

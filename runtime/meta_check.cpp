@@ -122,7 +122,7 @@ class MetaRun {
         plan_(ExecutionPlan::build(state.program, graph_, ops, kMeta)) {}
 
   GraphCost run(std::vector<c10::IValue> inputs,
-                std::vector<std::pair<size_t, uint64_t>>* unverified,
+                std::vector<std::pair<uint32_t, uint64_t>>* unverified,
                 std::vector<c10::IValue>* outputs) {
     const auto& instructions = plan_->instructions();
     std::vector<c10::IValue> slots(graph_.values.size());
@@ -176,7 +176,7 @@ class MetaRun {
         const uint64_t cap =
             sat_add(sat_add(sat_mul(4, sat_add(bytes_of(args), bytes_of(stack))), nc.scratch_bytes),
                     uint64_t{1} << 20);
-        unverified->emplace_back(i, cap);
+        unverified->emplace_back(instructions[i].node, cap);
         nc.scratch_bytes = std::max(nc.scratch_bytes, cap);
         ++cost.unverified;
       }
@@ -363,7 +363,7 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
       }
     }
     MetaRun run(state, g, ops);
-    std::vector<std::pair<size_t, uint64_t>> unverified;
+    std::vector<std::pair<uint32_t, uint64_t>> unverified;
     std::vector<c10::IValue> outputs;
     {
       // Meta kernels allocate no data; a composite op that made real CPU tensors for meta

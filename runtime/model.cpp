@@ -83,9 +83,7 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
   const ModelState& s = *state;
   if (impl_->training && s.forward && (c10::GradMode::is_enabled() || !s.inference)) {
     check_inputs(inputs, *s.program, s.forward->graph(), s.forward->bindings, s.device);
-    if (s.backward && c10::GradMode::is_enabled()) return run_training_forward(state, inputs);
-    c10::AutoGradMode no_grad(false);
-    return run_plain(s, *s.forward, inputs);
+    return run_training_forward(state, inputs);
   }
   if (!s.inference) {
     throw Error("pt2rt: the archive has no inference graph (exported with inference=False); "

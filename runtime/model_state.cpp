@@ -33,12 +33,21 @@ void check_weights(const Program& program, const std::vector<at::Tensor>& weight
   }
 }
 
+/// `cache_weight_work`: hoist what reads only weights out of the per-call path (the
+/// inference graph: PlanOptions::cacheable_inputs).
 CompiledGraph compile_graph(const std::shared_ptr<const Program>& program, const Graph& graph,
                             const std::vector<ResolvedOp>& ops, const WeightIndex& weights,
-                            c10::Device device, ResolutionReport& report) {
+                            c10::Device device, ResolutionReport& report,
+                            bool cache_weight_work = false) {
   CompiledGraph g;
   g.bindings = bind_graph(*program, graph, weights);
-  g.plan = ExecutionPlan::build(program, graph, ops, device, &report);
+  PlanOptions options;
+  if (cache_weight_work) {
+    for (const InputBinding& b : g.bindings.inputs) {
+      options.cacheable_inputs.push_back(b.source == InputSource::Weight);
+    }
+  }
+  g.plan = ExecutionPlan::build(program, graph, ops, device, options, &report);
   return g;
 }
 
@@ -135,7 +144,8 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   const std::vector<ResolvedOp> ops = resolve_operators(*program, options.allow_operators, &report);
   const WeightIndex index = index_weights(*program);
   if (const Graph* g = program->graph(GraphRole::Inference)) {
-    state->inference = compile_graph(program, *g, ops, index, device, report);
+    state->inference = compile_graph(program, *g, ops, index, device, report,
+                                     /*cache_weight_work=*/true);
   }
   if (const Graph* g = program->graph(GraphRole::Forward)) {
     state->forward = compile_graph(program, *g, ops, index, device, report);
@@ -157,6 +167,7 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   if (state->forward) check_pairing(*state);
   if (state->backward) check_tangents(*state->backward);
   check_on_meta(*state, ops, options.run.resolved(archive_bytes));
+  state->continuation = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
   return state;
 }
 

@@ -18,6 +18,7 @@
 #include "plan.h"
 #include "pt2rt/archive.h"
 #include "pt2rt/load_options.h"
+#include "training_plans.h"
 #include "pt2rt/program.h"
 
 namespace pt2rt {
@@ -44,6 +45,11 @@ struct ModelState {
   std::shared_ptr<const Archive> archive;
   /// The bounds it was read with; save() copies it within the same bounds.
   ArchiveLimits archive_limits;
+  /// Training forward/backward plans per set of needed gradients (built on first use).
+  TrainingPlans training_plans;
+  /// A 0-dim float tensor on `device`: the gradient every backward segment passes to the
+  /// next (backward_chain.h). Never written.
+  at::Tensor continuation;
 };
 
 /// Compiles every graph of `program` for `device`: op resolution under the operator policy

@@ -2,15 +2,33 @@
 //
 // Built once at load (ExecutionPlan::build): every node's op is already resolved
 // (op_resolution.h) and its arguments pre-converted against the runtime schema
-// (argument_conversion.h). A value's slot is its value id. Each instruction lists the slots
-// whose last use it is; they are released right after it runs (graph inputs, owned by the
-// caller, and graph outputs excepted).
+// (argument_conversion.h). A value's slot is its value id.
 //
-// Per call (ExecutionPlan::run): a Frame (slots + one reusable stack) is the only state;
-// for each instruction the stack is filled from constants and slots, the op is called
-// boxed (c10::OperatorHandle::callBoxed, or a native kernel), the results are moved into
-// their slots and the dead slots released. No string or map lookup happens per call, so
-// one immutable plan can be run by many threads at once, each with its own frame.
+// PlanOptions specialise a plan (ExecutionPlan::specialize, also at load or once per
+// training specialisation, never per call):
+//   needed_outputs  graph outputs not needed are not computed (they come back as None) and
+//                   every instruction only they needed is removed (dead-code elimination;
+//                   ops with a mutable schema argument are never removed);
+//   deliver_early   the plan is cut into segments: a segment ends right after each
+//                   instruction computing a graph output, and that output is handed out
+//                   when the segment ends (the backward plan hands each gradient to autograd
+//                   as soon as it exists: backward_chain.h);
+//   cacheable_inputs  graph inputs bound to model weights: instructions that read only those
+//                   (transitively) and are known pure and deterministic (views, elementwise
+//                   arithmetic: kHoistableOps in plan.cpp) are hoisted into a prologue whose
+//                   results are cached until a weight changes (weight_cache.h) — e.g. `t(W)`
+//                   of a linear layer, BatchNorm folded into convolution weights.
+// Liveness: each instruction lists the slots whose last use it is, released right after it
+// runs. Graph inputs are owned by the frame (moved in) and released after their last use
+// too; an output is released (moved out) when it is delivered, unless a later instruction
+// still reads it.
+//
+// Per call (ExecutionPlan::run, or start + run_segment per segment): a Frame (slots + one
+// reusable stack) is the only state; for each instruction the stack is filled from
+// constants and slots, the op is called boxed (c10::OperatorHandle::callBoxed, or a native
+// kernel), the results are moved into their slots and the dead slots released. No string or
+// map lookup happens per call, so one immutable plan can be run by many threads at once,
+// each with its own frame.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -26,6 +44,7 @@
 #include "native_ops.h"
 #include "op_resolution.h"
 #include "pt2rt/program.h"
+#include "weight_cache.h"
 
 namespace pt2rt {
 
@@ -45,12 +64,36 @@ struct Instruction {
   static constexpr uint8_t kCheckDeclared = 2;
   /// With kCheckDeclared: the CPU bytes the call may allocate (allocation_cap.h).
   uint64_t alloc_cap = 0;
+  bool mutates = false;                   ///< the schema writes an argument (never removed)
 };
 
 /// Per-call state of one plan execution.
 struct Frame {
   std::vector<c10::IValue> slots;
   torch::jit::Stack stack;
+  size_t next_segment = 0;
+};
+
+/// How a plan is specialised (see the file comment).
+struct PlanOptions {
+  /// One flag per Graph::outputs entry; empty means every output is needed.
+  std::vector<bool> needed_outputs;
+  bool deliver_early = false;
+  /// One flag per Graph::inputs entry: bound to a model weight; empty means none.
+  std::vector<bool> cacheable_inputs;
+};
+
+/// A graph output handed out at the end of a segment.
+struct Delivery {
+  uint32_t output;  ///< index into Graph::outputs
+  ValueId slot;
+  bool move;        ///< the frame's reference is moved out (nothing reads the slot later)
+};
+
+/// Instructions [begin, end) of the plan, then `deliveries`.
+struct Segment {
+  uint32_t begin = 0, end = 0;
+  std::vector<Delivery> deliveries;
 };
 
 class ExecutionPlan {
@@ -67,24 +110,50 @@ class ExecutionPlan {
                                               const Graph& graph,
                                               const std::vector<ResolvedOp>& ops,
                                               c10::Device device,
+                                              const PlanOptions& options = {},
                                               ResolutionReport* report = nullptr);
 
+  /// A copy of this plan specialised by `options` (instructions this plan removed stay
+  /// removed). @throws FormatError when `options.needed_outputs` has the wrong length.
+  std::unique_ptr<ExecutionPlan> specialize(const PlanOptions& options) const;
+
   /// Runs the graph. `inputs[i]` binds Graph::inputs[i] (moved into the frame).
-  /// @returns one IValue per Graph::outputs entry (None for an output of value -1).
+  /// @returns one IValue per Graph::outputs entry (None for an output of value -1 or one
+  ///   that is not needed).
   /// @throws ExecutionError wrapping a kernel's error with the node, op, argument metas and
   ///   the export stack trace.
   std::vector<c10::IValue> run(std::vector<c10::IValue> inputs) const;
+
+  /// Segment-wise execution: start() binds the inputs into a new frame; run_segment() runs
+  /// the frame's next segment and stores its deliveries into `outputs` (one entry per
+  /// Graph::outputs, sized by the caller). Segments run in order, each once per frame.
+  /// @throws InputError (wrong input count), ExecutionError as run().
+  Frame start(std::vector<c10::IValue> inputs) const;
+  void run_segment(Frame& frame, std::vector<c10::IValue>& outputs) const;
+
+  const std::vector<Segment>& segments() const { return segments_; }
+  /// Whether Graph::inputs[i] is read by an instruction or delivered as an output.
+  bool input_used(size_t i) const { return input_used_[i]; }
+  /// Instructions hoisted out of the per-call path (PlanOptions::cacheable_inputs).
+  const std::vector<Instruction>& prologue() const { return prologue_; }
+  const PlanOptions& options() const { return options_; }
 
   const Graph& graph() const { return *graph_; }
   const Program& program() const { return *program_; }
   c10::Device device() const { return device_; }
   const std::vector<Instruction>& instructions() const { return instructions_; }
-  /// Makes every run check instruction `i`'s results against the declared metas and cap its
+  /// Makes every run check the results of the instruction of graph node `node` (if this plan
+  /// kept it: in the main list or the cached prologue) against the declared metas and cap its
   /// CPU allocations at `alloc_cap` bytes (Instruction::kCheckDeclared; meta_check.h sets it
-  /// for ops without a Meta kernel).
-  void check_results_of(size_t i, uint64_t alloc_cap) {
-    instructions_.at(i).checks |= Instruction::kCheckDeclared;
-    instructions_.at(i).alloc_cap = alloc_cap;
+  /// for ops without a Meta kernel). Plans specialised later copy the marks.
+  void check_results_of(uint32_t node, uint64_t alloc_cap) {
+    for (auto* list : {&prologue_, &instructions_}) {
+      for (Instruction& ins : *list) {
+        if (ins.node != node) continue;
+        ins.checks |= Instruction::kCheckDeclared;
+        ins.alloc_cap = alloc_cap;
+      }
+    }
   }
   size_t num_slots() const { return graph_->values.size(); }
 
@@ -95,6 +164,15 @@ class ExecutionPlan {
 
  private:
   ExecutionPlan() = default;
+  /// Dead-code elimination, hoisting, liveness and segments for `options` (build and
+  /// specialize).
+  void finalize(const PlanOptions& options);
+  /// Moves weight-only instructions into prologue_ (see PlanOptions::cacheable_inputs).
+  void hoist_weight_work(const std::vector<bool>& cacheable_inputs);
+  /// Puts the prologue's results into `frame` (from the cache, computed if stale).
+  void fill_cached(Frame& frame) const;
+  /// Runs `ins` on `frame` (one instruction of the interpreter loop).
+  void execute(const Instruction& ins, Frame& frame) const;
   [[noreturn]] void raise_execution_error(const Instruction& ins, const Frame& frame,
                                           const std::string& message) const;
 
@@ -104,6 +182,14 @@ class ExecutionPlan {
   std::vector<Instruction> instructions_;
   std::vector<ValueId> input_slots_;
   std::vector<int64_t> output_slots_;
+  std::vector<ValueId> release_at_start_;  ///< inputs nothing reads or delivers
+  std::vector<bool> input_used_;
+  std::vector<Instruction> prologue_;
+  std::vector<ValueId> prologue_input_slots_;  ///< weight input slots the prologue reads
+  std::vector<ValueId> cached_slots_;          ///< prologue results read after it
+  std::unique_ptr<WeightCache> cache_ = std::make_unique<WeightCache>();
+  std::vector<Segment> segments_;
+  PlanOptions options_;
   size_t max_stack_ = 0;
 };
 

@@ -100,8 +100,8 @@ class ExportedArchive:
 
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
            train: bool = True, inference: bool = True, partitioner: str = "default",
-           bundle_examples: bool = True, decompositions: Optional[Dict] = None
-           ) -> ExportedArchive:
+           bundle_examples: bool = True, decompositions: Optional[Dict] = None,
+           optimize_inference: bool = False) -> ExportedArchive:
     """Captures ``model`` on the example inputs and builds the archive contents.
 
     Args:
@@ -122,6 +122,12 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
             ``aot_export_joint_with_descriptors(decompositions=...)`` on torch >= 2.9; they
             replace the op by what the function traces (ops on the proxy tensors), in every
             exported graph (on 1.13 the backward is what autograd derives from the original op).
+        optimize_inference: run the semantics-preserving inference-graph passes of
+            ``inference_passes`` (BatchNorm folded into the convolution / linear before it;
+            the folded weights are computed in the graph from the current weights, and the
+            C++ runtime caches them until a weight changes). Outputs then differ from eager
+            by rounding (float32: ~1e-6 relative per folded layer). The training graphs are
+            not affected. Program metadata ``inference_passes`` records what was applied.
 
     Raises:
         ExportTypeError: not a Module, non-tensor inputs.
@@ -133,7 +139,8 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     from .serialize import build_program, write_program
 
     captured = capture(model, args, kwargs, train=train, inference=inference,
-                       partitioner=partitioner, decompositions=decompositions)
+                       partitioner=partitioner, decompositions=decompositions,
+                       optimize_inference=optimize_inference)
     examples = []
     if bundle_examples:
         examples.append(eager_example(model, captured.weights, captured.signature,

@@ -138,9 +138,11 @@ def _positional_name(sig: inspect.Signature, i: int) -> str:
 
 def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
             train: bool = True, inference: bool = True,
-            partitioner: str = "default", decompositions: Any = None) -> CapturedProgram:
-    """Validates the arguments and captures the inference graph (if ``inference``) and the
-    forward/backward graphs (if ``train``) of ``model``.
+            partitioner: str = "default", decompositions: Any = None,
+            optimize_inference: bool = False) -> CapturedProgram:
+    """Validates the arguments and captures the inference graph (if ``inference``; optimized
+    by ``inference_passes`` if ``optimize_inference``) and the forward/backward graphs (if
+    ``train``) of ``model``.
 
     Raises:
         ExportTypeError: ``model`` is not a Module; ``args`` not a tuple/list of tensors.
@@ -171,9 +173,14 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     constants = ConstantTable()
     graphs = []
     with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
+        metadata: Dict[str, str] = {}
         if inference:
             graphs.append(backend.capture_inference(model, weights, sig, flat, constants,
                                                     decompositions=table))
+            if optimize_inference:
+                from .inference_passes import optimize
+                applied = optimize(graphs[-1])
+                metadata["inference_passes"] = ",".join(f"{k}:{v}" for k, v in applied.items())
         if train:
             joint = backend.capture_joint(model, weights, sig, flat, constants,
                                           decompositions=table)
@@ -181,7 +188,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
         program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
                                   signature=sig, capture=backend.CAPTURE_NAME,
                                   partitioner=partitioner if train else "",
-                                  example_inputs=flat)
+                                  metadata=metadata, example_inputs=flat)
         try:
             annotate_program(program, flat)
         except Exception as e:

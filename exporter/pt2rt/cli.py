@@ -2,7 +2,7 @@
 
     python -m pt2rt save <file.py|module>:<callable> <out.pt2> [--inputs in.pt]
                          [--no-train] [--no-inference] [--no-examples]
-                         [--partitioner default|min_cut]
+                         [--partitioner default|min_cut] [--optimize-inference]
     python -m pt2rt inspect <model.pt2>
 
 ``save``: the callable (no arguments) returns ``(model, example_args)`` — ``example_args`` a
@@ -90,7 +90,8 @@ def cmd_save(ns: argparse.Namespace) -> int:
     import pt2rt
     model, args = _model_and_args(ns.target, ns.inputs)
     exported = pt2rt.export(model, args, train=not ns.no_train, inference=not ns.no_inference,
-                            partitioner=ns.partitioner, bundle_examples=not ns.no_examples)
+                            partitioner=ns.partitioner, bundle_examples=not ns.no_examples,
+                            optimize_inference=ns.optimize_inference)
     exported.save(ns.out)
     print(f"wrote {ns.out} ({os.path.getsize(ns.out)} bytes)")
     print(exported.summary())
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-inference", action="store_true", help="skip the inference graph")
     s.add_argument("--no-examples", action="store_true", help="do not bundle example references")
     s.add_argument("--partitioner", choices=["default", "min_cut"], default="default")
+    s.add_argument("--optimize-inference", action="store_true",
+                   help="fold BatchNorm into the convolution/linear before it in the inference "
+                        "graph (pt2rt.inference_passes)")
     s.set_defaults(func=cmd_save)
     i = sub.add_parser("inspect", help="print a summary of an archive")
     i.add_argument("archive")

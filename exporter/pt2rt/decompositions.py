@@ -8,13 +8,19 @@ the mutation and the running-stat update would be lost from the captured graph. 
 re-expresses the training-mode call with explicit, visible in-place copies:
 
     out, save_mean, save_invstd = native_batch_norm(x, w, b, None, None, True, momentum, eps)
-    running_mean.copy_(momentum * save_mean + (1 - momentum) * running_mean)
-    running_var.copy_(momentum * var(x, dims, unbiased=True) + (1 - momentum) * running_var)
+    running_mean.copy_(lerp(running_mean, save_mean, momentum))
+    running_var.copy_(lerp(running_var, (save_invstd ** -2 - eps) * n / (n - 1), momentum))
 
 which is what the CPU/CUDA kernels compute (batch_norm_cpu_update_stats_template: the running
-variance takes the unbiased batch variance). Functionalization then turns the copies into
-``InputMutation`` outputs. Decompositions run below autograd, so autograd still records the
-original ``native_batch_norm`` and the backward stays ``native_batch_norm_backward``.
+variance takes the unbiased batch variance), from what ``native_batch_norm`` already returned:
+its ``save_invstd`` is ``1 / sqrt(biased_var + eps)``, so the biased variance is
+``save_invstd ** -2 - eps`` and the unbiased one that times ``n / (n - 1)`` (n = elements per
+channel). Five small ops on [C] tensors per BatchNorm instead of a second full pass over the
+input (``var``) and seven ops; the recovered variance differs from the kernel's by float32
+rounding of ``save_invstd`` (a few 1e-7 relative). ``lerp(a, b, w) = a + w * (b - a)`` is the
+momentum update. Functionalization then turns the copies into ``InputMutation`` outputs.
+Decompositions run below autograd, so autograd still records the original
+``native_batch_norm`` and the backward stays ``native_batch_norm_backward``.
 """
 from __future__ import annotations
 
@@ -25,15 +31,21 @@ import torch
 aten = torch.ops.aten
 
 
-def _updated_running_stats(input, save_mean, running_mean, running_var, momentum):
-    """(new running_mean, new running_var) after a training step on ``input`` (see above)."""
-    dims = [0] + list(range(2, input.dim()))
-    unbiased_var = aten.var.correction(input, dims, correction=1)
-    new_mean = aten.add.Tensor(aten.mul.Tensor(save_mean, momentum),
-                               aten.mul.Tensor(running_mean, 1.0 - momentum))
-    new_var = aten.add.Tensor(aten.mul.Tensor(unbiased_var, momentum),
-                              aten.mul.Tensor(running_var, 1.0 - momentum))
-    return new_mean, new_var
+def running_stats_update(input, save_mean, save_invstd, running_mean, running_var, momentum,
+                         eps):
+    """(new running_mean, new running_var) of a training-mode BatchNorm, from the
+    ``save_mean`` / ``save_invstd`` its ``native_batch_norm`` returned (module docstring).
+    Falls back to a variance pass over ``input`` when the per-channel count is not a plain
+    int above 1 (symbolic shapes; n == 1, where the unbiased variance is undefined)."""
+    n = input.numel() // input.shape[1] if input.dim() > 1 else input.numel()
+    new_mean = aten.lerp.Scalar(running_mean, save_mean, momentum)
+    if isinstance(n, int) and n > 1:
+        biased_var = aten.sub.Tensor(aten.pow.Tensor_Scalar(save_invstd, -2), eps)
+        unbiased_var = aten.mul.Tensor(biased_var, n / (n - 1))
+    else:
+        dims = [0] + list(range(2, input.dim()))
+        unbiased_var = aten.var.correction(input, dims, correction=1)
+    return new_mean, aten.lerp.Scalar(running_var, unbiased_var, momentum)
 
 
 def _native_batch_norm_visible_stats(input, weight, bias, running_mean, running_var, training,
@@ -42,8 +54,8 @@ def _native_batch_norm_visible_stats(input, weight, bias, running_mean, running_
         return NotImplemented  # no hidden mutation: trace the op itself
     out, save_mean, save_invstd = aten.native_batch_norm.default(
         input, weight, bias, None, None, True, momentum, eps)
-    new_mean, new_var = _updated_running_stats(input, save_mean, running_mean, running_var,
-                                               momentum)
+    new_mean, new_var = running_stats_update(input, save_mean, save_invstd, running_mean,
+                                             running_var, momentum, eps)
     aten.copy_.default(running_mean, new_mean)
     aten.copy_.default(running_var, new_var)
     return out, save_mean, save_invstd
@@ -70,7 +82,8 @@ def _legit_functional(input, weight, bias, running_mean, running_var, training, 
     out, save_mean, save_invstd = aten.native_batch_norm.default(
         input, weight, bias, None, None, True, momentum, eps)
     return (out, save_mean, save_invstd,
-            *_updated_running_stats(input, save_mean, running_mean, running_var, momentum))
+            *running_stats_update(input, save_mean, save_invstd, running_mean, running_var,
+                                  momentum, eps))
 
 
 def _legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):

@@ -45,12 +45,44 @@ def _fb(name: str):
     return importlib.import_module(_FB + name)
 
 
-class _Writer:
-    """Bottom-up FlatBuffer construction helpers (children before parents)."""
+_TABLE_FNS: Dict[str, Tuple[Any, Dict[str, Any], Any]] = {}
 
-    def __init__(self) -> None:
-        self.b = flatbuffers.Builder(1 << 16)
+
+def _exact_key(v: Any) -> Any:
+    """A hashable key equal only for identical argument values (1, 1.0 and True differ;
+    -0.0 and 0.0 differ)."""
+    if isinstance(v, float):
+        return ("f", v.hex())
+    if isinstance(v, complex):
+        return ("c", v.real.hex(), v.imag.hex())
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__,) + tuple(_exact_key(x) for x in v)
+    return (type(v).__name__, v)
+
+
+def _table_fns(name: str) -> Tuple[Any, Dict[str, Any], Any]:
+    """(Start, {field: Add}, End) of generated table ``name``, looked up once."""
+    fns = _TABLE_FNS.get(name)
+    if fns is None:
+        mod = _fb(name)
+        prefix = f"{name}Add"
+        adders = {k[len(prefix):]: getattr(mod, k) for k in dir(mod) if k.startswith(prefix)}
+        fns = (getattr(mod, f"{name}Start"), adders, getattr(mod, f"{name}End"))
+        _TABLE_FNS[name] = fns
+    return fns
+
+
+class _Writer:
+    """Bottom-up FlatBuffer construction helpers (children before parents).
+
+    Identical strings, devices, dims and tensor metas are written once and shared (a
+    FlatBuffer may refer to one table from many places): most values of a graph repeat a
+    few shapes, and this keeps writing time and program.fb size down."""
+
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        self.b = flatbuffers.Builder(capacity)
         self.strings_: Dict[str, int] = {}
+        self.shared_: Dict[Any, int] = {}
 
     # -- primitives ---------------------------------------------------------------------
     def string(self, s: Optional[str]) -> Optional[int]:
@@ -86,34 +118,57 @@ class _Writer:
 
     def table(self, name: str, **fields: Any) -> int:
         """Builds table ``name``; ``fields``: built offsets or scalars (None = absent)."""
-        mod = _fb(name)
-        getattr(mod, f"{name}Start")(self.b)
+        start, adders, end = _table_fns(name)
+        start(self.b)
         for field, value in fields.items():
-            if value is None:
-                continue
-            getattr(mod, f"{name}Add{field}")(self.b, value)
-        return getattr(mod, f"{name}End")(self.b)
+            if value is not None:
+                adders[field](self.b, value)
+        return end(self.b)
+
+    def shared(self, key: Any, build) -> int:
+        """The offset of an identical earlier table, or ``build()``'s."""
+        off = self.shared_.get(key)
+        if off is None:
+            off = build()
+            self.shared_[key] = off
+        return off
 
     # -- schema pieces ------------------------------------------------------------------
     def device(self, d: Device) -> int:
-        return self.table("Device", Type=self.string(d.type), Index=d.index)
+        return self.shared(("Device", d.type, d.index), lambda: self.table(
+            "Device", Type=self.string(d.type), Index=d.index))
 
     def sym_expr(self, e: SymExpr) -> int:
         ops = self.offsets([self.sym_expr(o) for o in e.operands]) if e.operands else None
         return self.table("SymExpr", Op=e.op, Value=e.value, Symbol=e.symbol, Operands=ops)
 
     def dim(self, d: Dim) -> int:
-        expr = self.sym_expr(d.expr) if d.expr is not None else None
-        return self.table("Dim", Value=d.value, Expr=expr)
+        if d.expr is not None:
+            return self.table("Dim", Value=d.value, Expr=self.sym_expr(d.expr))
+        return self.shared(("Dim", d.value), lambda: self.table("Dim", Value=d.value))
+
+    def dims(self, ds: Sequence[Dim]) -> int:
+        if any(d.expr is not None for d in ds):
+            return self.offsets([self.dim(d) for d in ds])
+        return self.shared(("Dims",) + tuple(d.value for d in ds),
+                           lambda: self.offsets([self.dim(d) for d in ds]))
 
     def tensor_meta(self, m: TensorMeta) -> int:
-        sizes = self.offsets([self.dim(d) for d in m.sizes])
-        strides = self.offsets([self.dim(d) for d in m.strides])
-        off = self.dim(m.storage_offset)
-        dev = self.device(m.device)
-        return self.table("TensorMeta", Dtype=m.dtype, Sizes=sizes, Strides=strides,
-                          StorageOffset=off, Device=dev, RequiresGrad=m.requires_grad,
-                          Layout=m.layout)
+        def build() -> int:
+            sizes = self.dims(m.sizes)
+            strides = self.dims(m.strides)
+            off = self.dim(m.storage_offset)
+            dev = self.device(m.device)
+            return self.table("TensorMeta", Dtype=m.dtype, Sizes=sizes, Strides=strides,
+                              StorageOffset=off, Device=dev, RequiresGrad=m.requires_grad,
+                              Layout=m.layout)
+        symbolic = any(d.expr is not None for d in (*m.sizes, *m.strides, m.storage_offset))
+        if symbolic:
+            return build()
+        key = ("TensorMeta", m.dtype, tuple(d.value for d in m.sizes),
+               tuple(d.value for d in m.strides), m.storage_offset.value, m.device.type,
+               m.device.index, m.requires_grad, m.layout)
+        return self.shared(key, build)
 
     def value(self, v: Value) -> int:
         name = self.string(v.name)
@@ -122,6 +177,14 @@ class _Writer:
         return self.table("Value", Name=name, Kind=int(v.kind), Meta=meta, Sym=sym)
 
     def argument(self, a: Argument) -> int:
+        try:
+            key = ("Argument", a.name, a.kind, a.kwarg_only, _exact_key(a.value))
+            hash(key)
+        except TypeError:  # an unhashable value (e.g. a Device): not shared
+            return self.argument_table(a)
+        return self.shared(key, lambda: self.argument_table(a))
+
+    def argument_table(self, a: Argument) -> int:
         k, v = a.kind, a.value
         if k is ArgKind.NoneArg:
             inner = self.table("NoneArg")
@@ -245,7 +308,22 @@ class _Writer:
 
 def write_program(p: Program) -> bytes:
     """FlatBuffer bytes of ``p``."""
-    return _Writer().program(p)
+    # The builder grows by doubling and copying; bundled tensors dominate the size, so start
+    # with room for them.
+    data = sum(len(t.data) + constants.DATA_ALIGNMENT for e in p.examples
+               for t in _example_tensors(e))
+    return _Writer(data + (1 << 20)).program(p)
+
+
+def _example_tensors(e: Example):
+    yield from e.inputs
+    r = e.references
+    if r is not None:
+        yield from r.outputs
+        yield from r.train_outputs
+        yield from r.grad_outputs
+        yield from (t for _, t in r.grads)
+        yield from (t for _, t in r.buffers)
 
 
 # ---------------------------------------------------------------------------

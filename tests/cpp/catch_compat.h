@@ -11,6 +11,14 @@
 
 #include <cstddef>
 
+// c10/util/Logging.h defines glog-style CHECK macros. Included here first, its CHECK is
+// dropped before Catch defines its own; the header's include guard keeps any later inclusion
+// (through ATen or torch headers, in whatever order a test includes them) from defining it
+// again. Otherwise a test that includes a LibTorch header after this one gets c10's CHECK:
+// not counted by Catch, and a failure aborts instead of being reported.
+#include <c10/util/Logging.h>
+#undef CHECK
+
 #if __has_include(<catch2/catch_test_macros.hpp>)  // Catch2 v3
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/internal/catch_test_registry.hpp>

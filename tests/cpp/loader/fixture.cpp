@@ -278,6 +278,17 @@ std::vector<RawEntry> fixture_entries(const fbs::ProgramT& program) {
   return e;
 }
 
+std::vector<RawEntry> fixture_entries_with_bool_weight(std::vector<uint8_t> bytes) {
+  auto p = make_program();
+  p->weights[2]->dtype = fbs::ScalarType::Bool;
+  p->weights[2]->sizes = {2};
+  p->weights[2]->strides = {1};
+  p->weights[2]->byte_length = 2;
+  std::vector<RawEntry> e = fixture_entries(*p);
+  e[5].bytes = std::move(bytes);
+  return e;
+}
+
 std::vector<uint8_t> build_aligned(const std::vector<RawEntry>& entries) {
   TempDir dir;
   std::vector<NewEntry> out;

@@ -62,6 +62,10 @@ struct RawEntry {
 /// program.fb (from `program`), weights/0..2.
 std::vector<RawEntry> fixture_entries(const fbs::ProgramT& program);
 
+/// The fixture's entries with weight 2 ('count') turned into a bool[2] weight holding
+/// `bytes` (for the checks that bool weights hold only bytes 0 and 1).
+std::vector<RawEntry> fixture_entries_with_bool_weight(std::vector<uint8_t> bytes);
+
 /// Writes `entries` with pt2rt::write_archive (STORED, 64-byte aligned) and returns the
 /// archive bytes. Every entry must have deflate == false.
 std::vector<uint8_t> build_aligned(const std::vector<RawEntry>& entries);

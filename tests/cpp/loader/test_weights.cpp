@@ -125,16 +125,10 @@ TEST_CASE("bad input: negative size through the whole load path", "[loader][bad-
 }
 
 TEST_CASE("bad input: bool weight holding a byte other than 0 or 1", "[loader][bad-input]") {
-  auto p = make_program();
-  p->weights[2]->dtype = fbs::ScalarType::Bool;
-  p->weights[2]->sizes = {2};
-  p->weights[2]->strides = {1};
-  p->weights[2]->byte_length = 2;
-  std::vector<RawEntry> e = fixture_entries(*p);
-  e[5].bytes = {1, 2};
-  CHECK_THROWS_WITH(load(build_aligned(e)), Contains("bool element 1 has byte value 2"));
-  e[5].bytes = {1, 0};
-  CHECK(load(build_aligned(e))[2].equal(at::tensor({1, 0}).to(at::kBool)));
+  CHECK_THROWS_WITH(load(build_aligned(fixture_entries_with_bool_weight({1, 2}))),
+                    Contains("bool element 1 has byte value 2"));
+  CHECK(load(build_aligned(fixture_entries_with_bool_weight({1, 0})))[2].equal(
+      at::tensor({1, 0}).to(at::kBool)));
 }
 
 TEST_CASE("weights: a CUDA device without CUDA is an InputError", "[loader][weights]") {

@@ -1,6 +1,7 @@
 // tests/cpp/runtime/fixtures.cpp — see fixtures.h.
 #include "fixtures.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -116,6 +117,18 @@ std::vector<double> to_doubles(const c10::IValue& tuple) {
   std::vector<double> out;
   for (const c10::IValue& v : tuple.toTupleRef().elements()) out.push_back(v.toDouble());
   return out;
+}
+
+at::Tensor reference_loss(const std::vector<at::Tensor>& outputs,
+                          const std::vector<at::Tensor>& grad_outputs) {
+  at::Tensor loss;
+  size_t k = 0;
+  for (const at::Tensor& o : outputs) {
+    if (!o.is_floating_point()) continue;
+    at::Tensor term = (o * grad_outputs.at(k++)).sum();
+    loss = loss.defined() ? loss + term : term;
+  }
+  return loss;
 }
 
 void use_reference_threads(const std::string& model) {

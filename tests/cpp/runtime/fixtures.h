@@ -50,6 +50,11 @@ std::vector<at::Tensor> to_tensors(const c10::IValue& tuple);
 NamedTensors to_named(const c10::IValue& tuple);
 std::vector<double> to_doubles(const c10::IValue& tuple);
 
+/// The references' loss: sum over the floating outputs of (out * grad_outputs[k]).sum(), k
+/// counting floating outputs (its gradients are the recorded "grads").
+at::Tensor reference_loss(const std::vector<at::Tensor>& outputs,
+                          const std::vector<at::Tensor>& grad_outputs);
+
 /// Sets at::set_num_threads to the thread count the eager references were computed with
 /// (the record's "num_threads"): some kernels' reduction order depends on it.
 void use_reference_threads(const std::string& model);

@@ -74,15 +74,7 @@ ParityRow check_parity(const std::string& name, const std::string& partitioner) 
   for (size_t i = 0; i < std::min(out.size(), train_ref.size()); ++i) {
     compare(row, row.train, "train output " + std::to_string(i), out[i], train_ref[i]);
   }
-  std::vector<at::Tensor> grad_outputs = to_device(to_tensors(ref.at("grad_outputs")), device);
-  at::Tensor loss;
-  size_t k = 0;
-  for (const at::Tensor& o : out) {
-    if (!o.is_floating_point()) continue;
-    at::Tensor term = (o * grad_outputs.at(k++)).sum();
-    loss = loss.defined() ? loss + term : term;
-  }
-  loss.backward();
+  reference_loss(out, to_device(to_tensors(ref.at("grad_outputs")), device)).backward();
 
   NamedTensors ref_grads = to_named(ref.at("grads"));
   auto params = m.named_parameters();

@@ -174,7 +174,7 @@ TEST_CASE("SymInt values flow through sym:: ops into SymInt[] arguments", "[plan
   CHECK(out[1].toInt() == -2);  // Python: 6 // -4 == -2
 }
 
-TEST_CASE("values are released after their last use, inputs and outputs are kept", "[plan]") {
+TEST_CASE("values are released after their last use, inputs too; outputs are moved out", "[plan]") {
   ProgramBuilder pb;
   auto g = pb.graph(GraphRole::Inference);
   ValueId a = g.input(plain(0), tensor_value("a", at::kFloat, {3}));
@@ -188,10 +188,14 @@ TEST_CASE("values are released after their last use, inputs and outputs are kept
   auto plan = build(pb.program());
   const auto& ins = plan->instructions();
   REQUIRE(ins.size() == 4);
-  CHECK(ins[0].release.empty());                                 // b still needed by neg
+  CHECK(ins[0].release == std::vector<ValueId>{a});              // the frame's input dies at abs
   CHECK(ins[1].release == std::vector<ValueId>{b});              // b dies at neg
   CHECK(ins[2].release == std::vector<ValueId>{mm[1]});          // unused idx dies at once
-  CHECK(ins[3].release == std::vector<ValueId>{c, mm[0]});       // a (input), d (output) kept
+  CHECK(ins[3].release == std::vector<ValueId>{c, mm[0]});       // d (output) is moved out
+  REQUIRE(plan->segments().size() == 1);
+  REQUIRE(plan->segments()[0].deliveries.size() == 1);
+  CHECK(plan->segments()[0].deliveries[0].slot == d);
+  CHECK(plan->segments()[0].deliveries[0].move);
   CHECK(run1(*plan, {at::tensor({1.f, -2.f, 3.f})}).equal(at::tensor({1.f, 2.f, 3.f})));  // -|a| * max(-|a|)
 }
 
@@ -238,5 +242,55 @@ TEST_CASE("a failing kernel raises ExecutionError with node, arguments and expor
     CHECK_THAT(m, Contains("mat2: float32[3, 5] on cpu"));
     CHECK_THAT(m, Contains("mat1 and mat2 shapes cannot be multiplied"));
     CHECK_THAT(m, Contains("line 12, in forward"));
+  }
+}
+
+TEST_CASE("specialised plans: unneeded outputs and their nodes go, early delivery in segments",
+          "[plan][specialize]") {
+  // o0 = relu(a); o1 = neg(abs(a)); o2 = a (an input delivered as is)
+  ProgramBuilder pb;
+  auto g = pb.graph(GraphRole::Inference);
+  ValueId a = g.input(plain(0), tensor_value("a", at::kFloat, {3}));
+  ValueId r = g.node("aten::relu", "", {tensor_arg(a)}, {tensor_value("r", at::kFloat, {3})})[0];
+  ValueId b = g.node("aten::abs", "", {tensor_arg(a)}, {tensor_value("b", at::kFloat, {3})})[0];
+  ValueId n = g.node("aten::neg", "", {tensor_arg(b)}, {tensor_value("n", at::kFloat, {3})})[0];
+  g.output(plain_out(0), r);
+  g.output(plain_out(1), n);
+  g.output(plain_out(2), a);
+  auto full = build(pb.program());
+  const at::Tensor x = at::tensor({1.f, -2.f, 3.f});
+
+  SECTION("dead-code elimination") {
+    auto p = full->specialize(PlanOptions{{false, true, false}, false});
+    REQUIRE(p->instructions().size() == 2);  // relu removed
+    CHECK(p->input_used(0));
+    std::vector<c10::IValue> out = p->run({x});
+    CHECK(out[0].isNone());
+    CHECK(out[1].toTensor().equal(-x.abs()));
+    CHECK(out[2].isNone());
+    auto none = full->specialize(PlanOptions{{false, false, false}, false});
+    CHECK(none->instructions().empty());
+    CHECK_FALSE(none->input_used(0));
+  }
+  SECTION("deliver_early: a segment ends after each output-computing instruction") {
+    auto p = full->specialize(PlanOptions{{}, true});
+    const auto& segs = p->segments();
+    REQUIRE(segs.size() == 2);  // [relu] then [abs, neg]: abs computes no output
+    CHECK(segs[0].end == 1);
+    REQUIRE(segs[0].deliveries.size() == 2);  // o2 (the input, available at once) and o0
+    CHECK(segs[1].deliveries.size() == 1);
+    Frame frame = p->start({x});
+    std::vector<c10::IValue> out(3);
+    p->run_segment(frame, out);
+    CHECK(out[0].toTensor().equal(x.relu()));
+    CHECK(out[2].toTensor().equal(x));
+    CHECK(out[1].isNone());
+    p->run_segment(frame, out);
+    CHECK(out[1].toTensor().equal(-x.abs()));
+    // Everything was released or moved out: the frame holds nothing.
+    for (const c10::IValue& v : frame.slots) CHECK(v.isNone());
+  }
+  SECTION("wrong number of flags") {
+    CHECK_THROWS_AS(full->specialize(PlanOptions{{true}, false}), FormatError);
   }
 }

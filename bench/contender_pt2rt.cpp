@@ -1,0 +1,43 @@
+// bench/contender_pt2rt.cpp — pt2rt through its public C++ API (pt2rt/model.h), as an
+// application would use it.
+#include <ATen/ATen.h>
+#include <torch/optim/sgd.h>
+
+#include <memory>
+
+#include "pt2rt/model.h"
+#include "workload.h"
+
+namespace pt2rt::bench {
+
+Call pt2rt_inference(const std::string& path, const Workload& w) {
+  auto model = std::make_shared<Model>(Model::load(path));
+  model->eval();
+  return [model, inputs = w.inputs] { model->forward(inputs); };
+}
+
+Call pt2rt_training(const std::string& path, const Workload& w) {
+  struct State {
+    Model model;
+    std::vector<at::Tensor> params;
+    torch::optim::SGD opt;
+    Workload w;
+  };
+  Model m = Model::load(path);
+  m.train();
+  std::vector<at::Tensor> params = trainable(m.named_parameters(), w);
+  auto s = std::make_shared<State>(State{std::move(m), params,
+                                         torch::optim::SGD(params, kLearningRate), w});
+  return [s] {
+    zero_grads(s->params, s->w.set_to_none);
+    at::Tensor loss = loss_of(s->model.forward(s->w.inputs)[0], s->w);
+    loss.backward();
+    s->opt.step();
+  };
+}
+
+Call pt2rt_load(const std::string& path) {
+  return [path] { Model m = Model::load(path); };
+}
+
+}  // namespace pt2rt::bench

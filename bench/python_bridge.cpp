@@ -1,0 +1,119 @@
+// bench/python_bridge.cpp — see python_bridge.h.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "python_bridge.h"
+
+#include <stdexcept>
+
+namespace pt2rt::bench {
+namespace {
+
+/// The pending Python exception as text (traceback.format_exception), cleared.
+std::string python_error() {
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  std::string text = "Python error";
+  if (PyObject* mod = PyImport_ImportModule("traceback")) {
+    PyObject* lines = PyObject_CallMethod(mod, "format_exception", "OOO", type ? type : Py_None,
+                                          value ? value : Py_None, tb ? tb : Py_None);
+    if (lines) {
+      PyObject* sep = PyUnicode_FromString("");
+      PyObject* joined = PyUnicode_Join(sep, lines);
+      if (joined) text = PyUnicode_AsUTF8(joined);
+      Py_XDECREF(joined);
+      Py_XDECREF(sep);
+      Py_DECREF(lines);
+    }
+    Py_DECREF(mod);
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return text;
+}
+
+PyObject* check(PyObject* o) {
+  if (!o) throw std::runtime_error(python_error());
+  return o;
+}
+
+/// Holds the GIL for its scope (PyGILState_Ensure / Release).
+struct Gil {
+  Gil() : state(PyGILState_Ensure()) {}
+  ~Gil() { PyGILState_Release(state); }
+  PyGILState_STATE state;
+};
+
+PyThreadState* g_main_thread = nullptr;
+
+}  // namespace
+
+Python::Python(const std::string& bench_dir) {
+  Py_InitializeEx(0);  // no signal handlers: Ctrl-C stays with the C++ program
+  PyObject* sys_path = check(PySys_GetObject("path"));  // borrowed
+  PyObject* dir = check(PyUnicode_FromString(bench_dir.c_str()));
+  PyList_Insert(sys_path, 0, dir);
+  Py_DECREF(dir);
+  module_ = check(PyImport_ImportModule("bench_models"));
+  // Release the GIL: LibTorch's autograd engine refuses to run while a thread holds it
+  // (C++ contenders call backward()); every call into Python below takes it back.
+  g_main_thread = PyEval_SaveThread();
+}
+
+Python::~Python() {
+  PyEval_RestoreThread(g_main_thread);
+  for (void* o : keep_) Py_XDECREF(static_cast<PyObject*>(o));
+  Py_XDECREF(static_cast<PyObject*>(module_));
+  // The interpreter is not finalized: torch's atexit handlers and the process exit do it.
+}
+
+std::string Python::call_str(const std::string& fn, const std::vector<std::string>& args) {
+  Gil gil;
+  PyObject* f = check(PyObject_GetAttrString(static_cast<PyObject*>(module_), fn.c_str()));
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(args[i].c_str()));
+  }
+  PyObject* result = PyObject_CallObject(f, tuple);
+  Py_DECREF(tuple);
+  Py_DECREF(f);
+  check(result);
+  const char* s = PyUnicode_AsUTF8(result);
+  std::string out = s ? s : "";
+  Py_DECREF(result);
+  if (!s) throw std::runtime_error(python_error());
+  return out;
+}
+
+void Python::Callable::operator()() const {
+  Gil gil;
+  PyObject* r = PyObject_CallObject(static_cast<PyObject*>(fn_), nullptr);
+  if (!r) throw std::runtime_error(python_error());
+  Py_DECREF(r);
+}
+
+std::pair<Python::Callable, Python::Callable> Python::eager_runner(const std::string& name,
+                                                                  bool set_to_none) {
+  Gil gil;
+  PyObject* runner = check(PyObject_CallMethod(static_cast<PyObject*>(module_), "runner", "si",
+                                               name.c_str(), set_to_none ? 1 : 0));
+  PyObject* infer = check(PyObject_GetAttrString(runner, "infer"));
+  PyObject* step = check(PyObject_GetAttrString(runner, "train_step"));
+  keep_.push_back(runner);
+  keep_.push_back(infer);
+  keep_.push_back(step);
+  return {Callable(infer), Callable(step)};
+}
+
+void Python::set_num_threads(int n) {
+  Gil gil;
+  PyObject* torch = check(PyImport_ImportModule("torch"));
+  PyObject* r = PyObject_CallMethod(torch, "set_num_threads", "i", n);
+  Py_DECREF(torch);
+  Py_DECREF(check(r));
+}
+
+}  // namespace pt2rt::bench

@@ -1,0 +1,110 @@
+// Weight-derived values hoisted out of the per-call path and cached until a weight changes
+// (runtime/weight_cache.h), on the fixture exported with optimize_inference=True (BatchNorm
+// folded into the convolutions: the folded weights are computed in the graph from the current
+// weights). The folded model must track its weights exactly like the unfolded one.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include "catch_compat.h"
+#include <torch/optim/sgd.h>
+
+#include "assert_close.h"
+#include "fixtures.h"
+#include "model_impl.h"
+#include "pt2rt/model.h"
+
+using namespace pt2rt;
+using namespace pt2rt::test;
+
+namespace {
+
+std::string folded_path(const std::string& model) { return fixtures_dir() + "/" + model + "_fold.pt2"; }
+
+size_t count_ops(const std::vector<Instruction>& ins, const std::string& name) {
+  return std::count_if(ins.begin(), ins.end(), [&](const Instruction& i) {
+    return i.op && i.op->schema().name() == name;
+  });
+}
+
+/// Loads the folded and the unfolded archive of `model` and checks that both give the eval
+/// outputs of the (same) current weights, within assert_close's float32 tolerances.
+void check_same(Model& folded, Model& plain, const std::vector<at::Tensor>& x, const char* what) {
+  INFO(what);
+  at::Tensor a = folded.forward(x)[0], b = plain.forward(x)[0];
+  Closeness c = assert_close(a, b);
+  CHECK(c.message == "");
+}
+
+/// Copies `src`'s parameters and buffers into `dst` (same program weights order).
+void copy_weights(const Model& src, Model& dst) {
+  c10::NoGradGuard g;
+  auto sp = src.parameters(), dp = dst.parameters();
+  for (size_t i = 0; i < sp.size(); ++i) dp[i].copy_(sp[i]);
+  auto sb = src.named_buffers(), db = dst.named_buffers();
+  for (size_t i = 0; i < sb.size(); ++i) db[i].second.copy_(sb[i].second);
+}
+
+}  // namespace
+
+TEST_CASE("folded BatchNorm: weight-only work is hoisted and follows weight changes",
+          "[weight_cache]") {
+  use_reference_threads("cnn_bn");
+  Record ref = load_record("cnn_bn_ref.pt");
+  std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  Model folded = Model::load(folded_path("cnn_bn"));
+  Model plain = Model::load(archive_path("cnn_bn", "default"));
+
+  const ExecutionPlan& plan = *model_state(folded).inference->plan;
+  CHECK(count_ops(plan.prologue(), "aten::rsqrt") == 2);        // one per folded BatchNorm
+  CHECK(count_ops(plan.instructions(), "aten::native_batch_norm") == 0);
+  CHECK(count_ops(plan.instructions(), "aten::rsqrt") == 0);    // not per call
+  CHECK(count_ops(plan.instructions(), "aten::convolution") == 2);
+
+  CHECK(assert_close(folded.forward(x)[0], to_tensors(ref.at("eval_outputs"))[0]).message == "");
+  check_same(folded, plain, x, "as loaded");
+  check_same(folded, plain, x, "second call (cached)");
+
+  SECTION("in-place change of a BatchNorm weight and a running stat") {
+    for (Model* m : {&folded, &plain}) {
+      c10::NoGradGuard g;
+      m->named_parameters()[2].second.mul_(2);   // features.1.weight (BatchNorm gamma)
+      m->named_buffers()[1].second.add_(0.5);    // features.1.running_var
+    }
+    check_same(folded, plain, x, "after in-place changes");
+  }
+  SECTION("SGD steps in training mode on the unfolded model, copied into the folded one") {
+    plain.train();
+    torch::optim::SGD opt(plain.parameters(), torch::optim::SGDOptions(0.1));
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      plain.forward(x)[0].pow(2).mean().backward();
+      opt.step();
+    }
+    plain.eval();
+    copy_weights(plain, folded);
+    check_same(folded, plain, x, "after 3 SGD steps");
+  }
+  SECTION("a weight tensor replaced by another storage (Tensor::set_)") {
+    for (Model* m : {&folded, &plain}) {
+      c10::NoGradGuard g;
+      at::Tensor w = m->named_parameters()[0].second;  // features.0.weight (conv)
+      w.set_(w.clone().mul_(-1));
+    }
+    check_same(folded, plain, x, "after set_");
+  }
+}
+
+TEST_CASE("weights that are inference tensors are never cached, results stay right",
+          "[weight_cache]") {
+  use_reference_threads("cnn_bn");
+  Record ref = load_record("cnn_bn_ref.pt");
+  std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  c10::InferenceMode guard;
+  Model folded = Model::load(folded_path("cnn_bn"));
+  REQUIRE(folded.parameters()[0].is_inference());
+  CHECK(assert_close(folded.forward(x)[0], to_tensors(ref.at("eval_outputs"))[0]).message == "");
+  folded.named_parameters()[2].second.mul_(2);  // in place, no version bump (inference tensor)
+  Model plain = Model::load(archive_path("cnn_bn", "default"));
+  plain.named_parameters()[2].second.mul_(2);
+  check_same(folded, plain, x, "inference-tensor weights changed in place");
+}
