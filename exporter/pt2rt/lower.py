@@ -109,6 +109,17 @@ if hasattr(torch, "sym_max"):  # torch >= 2.1
     SYM_OPS.update({torch.sym_max: "sym::max", torch.sym_min: "sym::min"})
 
 
+# Size queries of a symbolic trace (aten::sym_size.int on torch 2.x, aten::sym_size on 1.13)
+# -> pt2rt's native sym:: ops, the same on every LibTorch (runtime/native_ops.cpp).
+SYM_QUERIES = {
+    "aten::sym_size": ("sym::size", "sym::size(Tensor self, int dim) -> int"),
+    "aten::sym_stride": ("sym::stride", "sym::stride(Tensor self, int dim) -> int"),
+    "aten::sym_numel": ("sym::numel", "sym::numel(Tensor self) -> int"),
+    "aten::sym_storage_offset": ("sym::storage_offset",
+                                 "sym::storage_offset(Tensor self) -> int"),
+}
+
+
 class GraphLowering:
     """Lowers one DescribedGraph; ``value_names`` maps input descriptors to value names."""
 
@@ -307,7 +318,11 @@ class GraphLowering:
             raise ExportError(f"pt2rt: node {node.name}: unsupported FX target {target!r} "
                               f"({node.format_node()}); only ATen op overloads are exported")
         schema = target._schema
-        op = self.ops_.index(schema.name, schema.overload_name, str(schema))
+        native = SYM_QUERIES.get(schema.name)
+        if native is not None:  # portable: pt2rt's sym:: op, not the torch-version ATen name
+            op = self.ops_.index(native[0], "", native[1])
+        else:
+            op = self.ops_.index(schema.name, schema.overload_name, str(schema))
         args = self._arguments(node, schema)
         info = node.meta.get(META_KEY)
         rk = _returns_kind(schema)
