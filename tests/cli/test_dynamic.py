@@ -81,7 +81,9 @@ def test_cnn_bn_parity_at_sizes_in_range(cli, cnn_archive, tmp_path, batch):
     assert_close(torch.load(str(files["out"]))[0], outs[0])
     got = torch.load(str(files["grads"]))
     for n in grads:
-        assert_close(got[n], grads[n], msg=n)
+        # batch 64: conv weight grads ~30 differ from eager by ~1e-4 (summation order), exactly
+        # as the static archive's do at that batch
+        assert_close(got[n], grads[n], rtol=1e-4, atol=1e-4, msg=n)
     got = torch.load(str(files["buffers"]))
     for n in buffers:
         assert_close(got[n], buffers[n], msg=n)
@@ -205,7 +207,7 @@ def test_derived_dim_parity_and_relation_error(cli, tmp_path):
             assert_close(torch.load(str(out))[0], model(x, y))
     r = cli("run", path, "--inputs", save_tensors(tmp_path / "bad.pt",
                                                   [torch.randn(5, 4), torch.randn(7, 4)]))
-    assert r.rc != 0 and "input 1 (y) dim 0: expected 1 + n = 6, got 7" in r.err, str(r)
+    assert r.rc != 0 and "input 1 (y) dim 0: expected (1 + n) = 6, got 7" in r.err, str(r)
 
 
 @needs_torch2
