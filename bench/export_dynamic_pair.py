@@ -1,6 +1,6 @@
 """Exports the archive pairs of pt2rt_bench_dynamic (torch >= 2.9): each model once with static
-shapes and once with a dynamic batch (Dim("batch", 1, 64)), at the same example batch:
-MLP batch 1 and resnet18 batch 8.
+shapes and once with a dynamic batch (Dim("batch", 1, 64); example batch max(b, 2)), to be
+timed at the same batch b: MLP batch 1 and resnet18 batch 8.
 
     /usr/bin/python3 bench/export_dynamic_pair.py OUT_DIR
     build/bench/pt2rt_bench_dynamic OUT_DIR/mlp_b1_static.pt2 OUT_DIR/mlp_b1_dynamic.pt2
@@ -23,7 +23,9 @@ def main(out: str) -> None:
         model, args = models.build(name)
         x = torch.randn(b, *args[0].shape[1:])
         pt2rt.export(model, (x,)).save(os.path.join(out, f"{name}_b{b}_static.pt2"))
-        pt2rt.export(model, (x,), dynamic_shapes=({0: batch},)).save(
+        # a dynamic dim's example size must be >= 2 (0/1 specialisation); run at b anyway
+        hint = torch.randn(max(b, 2), *args[0].shape[1:])
+        pt2rt.export(model, (hint,), dynamic_shapes=({0: batch},)).save(
             os.path.join(out, f"{name}_b{b}_dynamic.pt2"))
         print(f"wrote {name}_b{b}_static.pt2, {name}_b{b}_dynamic.pt2")
 

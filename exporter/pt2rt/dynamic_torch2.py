@@ -74,6 +74,11 @@ class SymbolicInputs:
             for entry, x in zip(self.spec_, fakes):
                 for k, d in entry.dims.items():
                     where = f"input {entry.name!r} dim {k} ({d.name})"
+                    if not isinstance(x.shape[k], torch.SymInt):
+                        raise ExportError(f"pt2rt.export: {where}: the example size "
+                                          f"{int(x.shape[k])} is specialised (0/1 "
+                                          "specialisation, as in torch.export); give an example "
+                                          "size >= 2 (the range may still include 0 and 1)")
                     e = se.replace(_expr(x.shape[k]))
                     if isinstance(d, DerivedDim):
                         continue

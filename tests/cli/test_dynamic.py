@@ -130,6 +130,14 @@ def test_specialised_dim_is_refused():
                      dynamic_shapes={"x": {0: pt2rt.Dim("n", min=2, max=10)}})
 
 
+@needs_torch2
+def test_example_size_one_is_refused_by_name():
+    with pytest.raises(pt2rt.ExportError, match=r"input 'input' dim 0 \(batch\).*example size "
+                                                r"1 is specialised"):
+        pt2rt.export(mlp(), (torch.randn(1, 2, 4),), train=False,
+                     dynamic_shapes={"input": {0: BATCH}})
+
+
 @pytest.mark.skipif(TORCH2, reason="torch 1.13 lane")
 def test_torch1_capture_refuses_dynamic_shapes_by_name():
     with pytest.raises(pt2rt.ExportError, match="static shapes"):
