@@ -2,7 +2,7 @@
 //
 //   export-cli save <file.py|module>:<callable> <out.pt2> [--inputs in.pt] [--no-train]
 //                   [--no-inference] [--no-examples] [--partitioner default|min_cut]
-//                   [--optimize-inference]
+//                   [--optimize-inference] [--dynamic ARG:DIM=NAME[MIN,MAX] ...]
 //                   [-- <more exporter options>]
 //
 // Runs `<python> -m pt2rt save <spec> <out.pt2> [options]` with its output streamed to
@@ -130,7 +130,9 @@ int cmd_save(int argc, char** argv) {
       ("optimize-inference", "fold BatchNorm into the convolution/linear before it in the "
        "inference graph (computed from the current weights; cached by the runtime)")
       ("partitioner", "forward/backward partitioner: default or min_cut",
-       cxxopts::value<std::string>());
+       cxxopts::value<std::string>())
+      ("dynamic", "a dynamic dim, e.g. x:0=batch[1,512] (repeatable; y:0=batch reuses it, "
+       "y:0=batch+1 derives from it)", cxxopts::value<std::vector<std::string>>());
   // clang-format on
   options.parse_positional({"spec", "out", "extra"});
   bool help = false;
@@ -166,6 +168,16 @@ int cmd_save(int argc, char** argv) {
   }
   if (result.count("partitioner")) {
     cmd.insert(cmd.end(), {"--partitioner", result["partitioner"].as<std::string>()});
+  }
+  if (result.count("dynamic")) {
+    // cxxopts splits vector values at commas: "x:0=batch[1,512]" arrives as "x:0=batch[1" and
+    // "512]"; a piece without '=' continues the previous item.
+    std::vector<std::string> items;
+    for (const auto& d : result["dynamic"].as<std::vector<std::string>>()) {
+      if (d.find('=') == std::string::npos && !items.empty()) items.back() += "," + d;
+      else items.push_back(d);
+    }
+    for (const auto& d : items) cmd.insert(cmd.end(), {"--dynamic", d});
   }
   if (result.count("extra")) {
     for (const auto& e : result["extra"].as<std::vector<std::string>>()) cmd.push_back(e);

@@ -7,9 +7,10 @@
 //
 // Data files hold `(inputs, targets)` as torch.save writes them. Every epoch shuffles the
 // training samples (at::randperm on a CPU generator seeded once with --seed) and runs
-// full batches; with a static batch dimension the remainder of each epoch is skipped (it
-// changes with the shuffle). The loss is computed on user output 0. Eval runs the
-// inference graph in batches, zero-padding the last one and ignoring the padding.
+// batches of --batch-size; with a dynamic batch dimension (exported with dynamic_shapes) the
+// last, partial batch of each epoch is trained on too, and eval batches are not padded; with
+// a static one the remainder of each epoch is skipped (it changes with the shuffle) and eval
+// zero-pads the last batch, ignoring the padding. The loss is computed on user output 0.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
@@ -35,6 +36,7 @@ namespace {
 struct Settings {
   std::string loss = "cross_entropy";
   int64_t batch = 0;
+  bool dynamic_batch = false;  ///< dim 0 of input 0 is symbolic: any batch size in its range
   c10::Device device = c10::kCPU;
 };
 
@@ -83,7 +85,7 @@ EvalResult evaluate(Model& model, const Settings& s, const at::Tensor& inputs,
   for (int64_t start = 0; start < n; start += s.batch) {
     const int64_t count = std::min(s.batch, n - start);
     at::Tensor x = inputs.slice(0, start, start + count);
-    if (count < s.batch) {  // static batch: pad with zeros, ignore the padded rows
+    if (count < s.batch && !s.dynamic_batch) {  // static batch: pad with zeros, ignore them
       auto sizes = x.sizes().vec();
       sizes[0] = s.batch - count;
       x = at::cat({x, at::zeros(sizes, x.options())});
@@ -188,6 +190,7 @@ int cmd_train(int argc, char** argv) {
   } else {
     s.batch = fixed_batch.value_or(32);
   }
+  s.dynamic_batch = !fixed_batch.has_value();
   const int64_t n = inputs.size(0);
   if (n < s.batch) {
     throw UsageError("--data has " + std::to_string(n) + " samples, fewer than one batch of " +
@@ -209,10 +212,14 @@ int cmd_train(int argc, char** argv) {
                     .weight_decay(result["weight-decay"].as<double>()));
   }
 
-  const int64_t steps = n / s.batch;
+  const int64_t steps = s.dynamic_batch ? (n + s.batch - 1) / s.batch : n / s.batch;
   std::cout << "training " << path << ": " << n << " samples " << describe(inputs) << ", " << steps
             << " batches of " << s.batch << " per epoch";
-  if (n % s.batch) std::cout << " (" << n % s.batch << " left out of each shuffled epoch)";
+  if (n % s.batch) {
+    if (s.dynamic_batch) std::cout << " (the last one of " << n % s.batch << ")";
+    else std::cout << " (" << n % s.batch << " left out of each shuffled epoch)";
+  }
+  const int64_t per_epoch = s.dynamic_batch ? n : steps * s.batch;
   std::cout << "\n  " << opt_name << " lr " << lr << ", loss " << s.loss << ", " << params.size()
             << " trainable parameters, seed " << result["seed"].as<uint64_t>() << ", device "
             << s.device << "\n";
@@ -228,10 +235,10 @@ int cmd_train(int argc, char** argv) {
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     model.train();
     const at::Tensor perm = at::randperm(n, gen, at::kLong);
-    Progress progress(epoch, epochs, steps * s.batch);
+    Progress progress(epoch, epochs, per_epoch);
     double loss_sum = 0.0;
     for (int64_t step = 0; step < steps; ++step) {
-      const at::Tensor idx = perm.slice(0, step * s.batch, (step + 1) * s.batch);
+      const at::Tensor idx = perm.slice(0, step * s.batch, std::min(n, (step + 1) * s.batch));
       at::Tensor x = inputs.index_select(0, idx).to(s.device);
       at::Tensor y = targets.index_select(0, idx).to(s.device);
       at::Tensor out = model.forward({x})[0];
@@ -240,7 +247,8 @@ int cmd_train(int argc, char** argv) {
       loss.backward();
       optimizer->step();
       loss_sum += loss.item<double>();
-      progress.update((step + 1) * s.batch, loss_sum / static_cast<double>(step + 1));
+      progress.update(std::min(per_epoch, (step + 1) * s.batch),
+                      loss_sum / static_cast<double>(step + 1));
     }
     progress.finish();
     const double secs = progress.elapsed_s();
@@ -252,7 +260,7 @@ int cmd_train(int argc, char** argv) {
       std::cout << "  " << eval_string(last_eval);
     }
     std::cout << "  (" << std::setprecision(2) << secs << " s, " << std::setprecision(0)
-              << (secs > 0 ? steps * s.batch / secs : 0.0) << " samples/s)" << std::defaultfloat
+              << (secs > 0 ? per_epoch / secs : 0.0) << " samples/s)" << std::defaultfloat
               << std::endl;
   }
   const double total =

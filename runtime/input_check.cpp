@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "pt2rt/errors.h"
+#include "sym_eval.h"
 #include "tensor_format.h"
 
 namespace pt2rt {
@@ -13,19 +14,9 @@ bool same_device(c10::Device got, c10::Device want) {
   return got.type() == want.type() && (!want.has_index() || got.index() == want.index());
 }
 
-/// The range [min, max] a symbolic dim may take: from the range constraint when the
-/// dim is a bare symbol, else unconstrained (checked by the kernels).
-bool within_range(const Dim& d, int64_t size, const Program& program, int64_t& lo, int64_t& hi) {
-  lo = 0;
-  hi = INT64_MAX;
-  if (d.expr->op != SymOp::Symbol) return size >= 0;
-  for (const RangeConstraint& rc : program.range_constraints) {
-    if (rc.symbol == d.expr->symbol) {
-      lo = rc.min;
-      hi = rc.max;
-    }
-  }
-  return size >= lo && size <= hi;
+std::string range_text(int64_t lo, int64_t hi) {
+  return "[" + std::to_string(lo) + ", " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)) +
+         "]";
 }
 
 }  // namespace
@@ -74,18 +65,66 @@ void check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
     }
     for (size_t d = 0; d < m.sizes.size(); ++d) {
       const Dim& dim = m.sizes[d];
-      int64_t size = t.size(static_cast<int64_t>(d));
-      if (dim.is_static()) {
-        if (size != dim.value) throw InputError(prefix() + got());
+      if (dim.is_static() && t.size(static_cast<int64_t>(d)) != dim.value) {
+        throw InputError(prefix() + got());
+      }
+    }
+  }
+  bind_symbols(inputs, program, graph, bindings);
+}
+
+void bind_symbols(const std::vector<at::Tensor>& inputs, const Program& program,
+                  const Graph& graph, const GraphBindings& bindings) {
+  if (program.symbols.empty()) return;
+  // Pass 1: every dim that is a bare symbol binds it (range checked; a second use must agree).
+  std::vector<int64_t> value(program.symbols.size(), -1);
+  std::vector<std::string> bound_by(program.symbols.size());
+  auto where = [&](size_t i, size_t d) {
+    const Value& v = graph.values[graph.inputs[bindings.user_input_positions[i]].value];
+    return "input " + std::to_string(i) + " (" + v.name + ") dim " + std::to_string(d);
+  };
+  const size_t n = bindings.user_input_positions.size();
+  for (size_t i = 0; i < n && i < inputs.size(); ++i) {
+    const Value& v = graph.values[graph.inputs[bindings.user_input_positions[i]].value];
+    if (!v.meta) continue;
+    for (size_t d = 0; d < v.meta->sizes.size(); ++d) {
+      const Dim& dim = v.meta->sizes[d];
+      if (dim.is_static() || dim.expr->op != SymOp::Symbol) continue;
+      const uint32_t s = dim.expr->symbol;
+      const std::string& name = program.symbols[s].name;
+      const int64_t size = inputs[i].size(static_cast<int64_t>(d));
+      if (value[s] >= 0) {
+        if (value[s] != size) {
+          throw InputError(where(i, d) + ": " + name + " = " + std::to_string(size) + ", but " +
+                           bound_by[s] + " gave " + name + " = " + std::to_string(value[s]) +
+                           " (the same symbol means equal sizes)");
+        }
         continue;
       }
-      int64_t lo = 0, hi = 0;
-      if (!within_range(dim, size, program, lo, hi)) {
-        throw InputError(prefix() + got() + " (dim " + std::to_string(d) + " = " +
-                         std::to_string(size) + " is outside " +
-                         describe_sym_expr(*dim.expr, program) + " in [" + std::to_string(lo) +
-                         ", " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)) +
-                         "])");
+      for (const RangeConstraint& rc : program.range_constraints) {
+        if (rc.symbol == s && (size < rc.min || size > rc.max)) {
+          throw InputError(where(i, d) + ": " + name + " = " + std::to_string(size) +
+                           " is outside " + range_text(rc.min, rc.max));
+        }
+      }
+      value[s] = size;
+      bound_by[s] = where(i, d);
+    }
+  }
+  // Pass 2: every other symbolic dim is a relation (a derived dim): evaluate and compare.
+  for (size_t i = 0; i < n && i < inputs.size(); ++i) {
+    const Value& v = graph.values[graph.inputs[bindings.user_input_positions[i]].value];
+    if (!v.meta) continue;
+    for (size_t d = 0; d < v.meta->sizes.size(); ++d) {
+      const Dim& dim = v.meta->sizes[d];
+      if (dim.is_static() || dim.expr->op == SymOp::Symbol) continue;
+      std::vector<int64_t> syms = value;
+      std::optional<int64_t> want = eval_sym(*dim.expr, syms);
+      const int64_t size = inputs[i].size(static_cast<int64_t>(d));
+      if (!want || *want != size) {
+        throw InputError(where(i, d) + ": expected " + describe_sym_expr(*dim.expr, program) +
+                         (want ? " = " + std::to_string(*want) : std::string()) + ", got " +
+                         std::to_string(size));
       }
     }
   }

@@ -20,4 +20,13 @@ namespace pt2rt {
 void check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
                   const Graph& graph, const GraphBindings& bindings, c10::Device device);
 
+/// Dynamic shapes (called by check_inputs after the per-input checks): binds every symbol from
+/// the user inputs' dims that are a bare symbol, checks it against its range constraint and
+/// that every use of one symbol has one size, then evaluates every other symbolic input dim (a
+/// derived dim, e.g. `batch + 1`) and compares. Nothing runs before all of it holds.
+/// @throws InputError e.g. `input 0 (x) dim 0: batch = 65 is outside [1, 64]`,
+///   `input 1 (y) dim 0: expected (1 + batch) = 6, got 7`.
+void bind_symbols(const std::vector<at::Tensor>& inputs, const Program& program,
+                  const Graph& graph, const GraphBindings& bindings);
+
 }  // namespace pt2rt

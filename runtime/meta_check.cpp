@@ -17,6 +17,7 @@
 #include "pt2rt/text.h"
 #include "result_check.h"
 #include "run_cost.h"
+#include "sym_eval.h"
 #include "tensor_format.h"
 
 namespace pt2rt {
@@ -24,18 +25,24 @@ namespace {
 
 const c10::Device kMeta(c10::DeviceType::Meta);
 
-std::vector<int64_t> hints(const std::vector<Dim>& dims) {
+/// The dims at the symbol values the meta run uses (the range maxima: sym_eval.h).
+std::vector<int64_t> dims_at(const std::vector<Dim>& dims, const std::vector<int64_t>& symbols) {
   std::vector<int64_t> out;
   out.reserve(dims.size());
-  for (const Dim& d : dims) out.push_back(d.value);
+  for (const Dim& d : dims) {
+    std::optional<int64_t> v = dim_value(d, symbols);
+    if (!v) throw FormatError("program.fb: a symbolic size overflows int64 at the range maxima");
+    out.push_back(*v);
+  }
   return out;
 }
 
-/// A meta tensor with `meta`'s dtype, sizes and strides (contiguous when none are declared).
-at::Tensor meta_tensor(const TensorMeta& m) {
+/// A meta tensor with `meta`'s dtype, sizes and strides (contiguous when none are declared),
+/// symbolic dims evaluated at `symbols`.
+at::Tensor meta_tensor(const TensorMeta& m, const std::vector<int64_t>& symbols) {
   const auto options = at::TensorOptions().dtype(m.dtype).device(kMeta);
-  if (m.strides.size() != m.sizes.size()) return at::empty(hints(m.sizes), options);
-  return at::empty_strided(hints(m.sizes), hints(m.strides), options);
+  if (m.strides.size() != m.sizes.size()) return at::empty(dims_at(m.sizes, symbols), options);
+  return at::empty_strided(dims_at(m.sizes, symbols), dims_at(m.strides, symbols), options);
 }
 
 /// A meta tensor laid out like the real weight `t` (sizes, strides, offset, storage bytes).
@@ -117,8 +124,9 @@ void remember_no_meta(const c10::OperatorHandle& op) {
 /// One graph's meta run.
 class MetaRun {
  public:
-  MetaRun(const ModelState& state, const CompiledGraph& compiled, const std::vector<ResolvedOp>& ops)
-      : state_(state), graph_(compiled.graph()),
+  MetaRun(const ModelState& state, const CompiledGraph& compiled, const std::vector<ResolvedOp>& ops,
+          const std::vector<int64_t>& symbols)
+      : state_(state), symbols_(symbols), graph_(compiled.graph()),
         plan_(ExecutionPlan::build(state.program, graph_, ops, kMeta)) {}
 
   GraphCost run(std::vector<c10::IValue> inputs,
@@ -165,7 +173,7 @@ class MetaRun {
       }
       for (size_t k = 0; k < ins.outputs.size(); ++k) {
         const std::string problem =
-            check_result(graph_.values[ins.outputs[k]], stack[k], CheckAt::Load);
+            check_result(graph_.values[ins.outputs[k]], stack[k], CheckAt::Load, &symbols_);
         if (!problem.empty()) fail(ins, "result " + std::to_string(k) + " " + problem);
       }
       NodeCost nc = node_cost(schema, args, stack);
@@ -258,7 +266,7 @@ class MetaRun {
       const Value& v = graph_.values[id];
       if (v.kind == ValueKind::Tensor && v.meta) {
         try {
-          out.emplace_back(meta_tensor(*v.meta));
+          out.emplace_back(meta_tensor(*v.meta, symbols_));
         } catch (const c10::Error& e) {
           fail(ins, "declares an invalid result shape (" + std::string(e.what_without_backtrace()) + ")");
         }
@@ -277,6 +285,7 @@ class MetaRun {
   }
 
   const ModelState& state_;
+  const std::vector<int64_t>& symbols_;
   const Graph& graph_;
   std::unique_ptr<ExecutionPlan> plan_;
 };
@@ -310,6 +319,10 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
   install_allocation_cap();
   // Meta kernels only: no autograd recording, no inference-mode tensors involved.
   c10::AutoGradMode no_grad(false);
+  // Dynamic shapes: the run at every symbol's range maximum bounds every call (sizes in an
+  // archive grow with each symbol: sums, positive products, floor/ceil divisions; runtime/README).
+  bool bounded = true;
+  const std::vector<int64_t> symbols = symbol_maxima(*state.program, &bounded);
   std::vector<at::Tensor> weights;
   weights.reserve(state.weights.size());
   for (const at::Tensor& w : state.weights) weights.push_back(meta_like(w));
@@ -321,7 +334,7 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
                         "': user input " + quoted(v.name, 64) + " declares no tensor shape");
     }
     try {
-      return meta_tensor(*v.meta);
+      return meta_tensor(*v.meta, symbols);
     } catch (const c10::Error& e) {
       throw FormatError("program.fb: graph '" + std::string(to_string(g.graph().role)) +
                         "': user input " + quoted(v.name, 64) + " has an invalid shape (" +
@@ -362,7 +375,7 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
         }
       }
     }
-    MetaRun run(state, g, ops);
+    MetaRun run(state, g, ops, symbols);
     std::vector<std::pair<uint32_t, uint64_t>> unverified;
     std::vector<c10::IValue> outputs;
     {

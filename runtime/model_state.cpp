@@ -7,6 +7,7 @@
 #include "meta_check.h"
 #include "op_resolution.h"
 #include "pt2rt/errors.h"
+#include "sym_eval.h"
 #include "tensor_format.h"
 
 namespace pt2rt {
@@ -116,11 +117,15 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
                                           std::vector<at::Tensor> weights, c10::Device device,
                                           const LoadOptions& options, uint64_t archive_bytes) {
   check_weights(*program, weights, device);
-  if (!program->symbols.empty() && !options.allow_symbolic_shapes) {
-    throw FormatError("program.fb: the program has " + std::to_string(program->symbols.size()) +
-                      " symbolic size(s) (dynamic shapes); pt2rt bounds a run at load from static "
-                      "shapes only, so such an archive needs "
-                      "LoadOptions::allow_symbolic_shapes (trusted archives)");
+  // Dynamic shapes: the meta check runs at every symbol's range maximum, which bounds every
+  // call; a symbol without an upper bound has no such worst case, so its archive needs
+  // LoadOptions::allow_symbolic_shapes (then checked at the hints).
+  bool bounded = true;
+  symbol_maxima(*program, &bounded);
+  if (!bounded && !options.allow_symbolic_shapes) {
+    throw FormatError("program.fb: a symbolic size (dynamic shape) has no upper bound in the "
+                      "range constraints, so pt2rt cannot bound a run at load; export it with a "
+                      "max, or load with LoadOptions::allow_symbolic_shapes (trusted archives)");
   }
   auto state = std::make_shared<ModelState>();
   state->program = program;

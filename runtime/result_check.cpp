@@ -1,6 +1,8 @@
 // runtime/result_check.cpp — see result_check.h.
 #include "result_check.h"
 
+#include "sym_eval.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <sstream>
@@ -61,7 +63,8 @@ std::string check_storage(const c10::IValue& result) {
   return "";
 }
 
-std::string check_result(const Value& value, const c10::IValue& result, CheckAt at) {
+std::string check_result(const Value& value, const c10::IValue& result, CheckAt at,
+                         const std::vector<int64_t>* symbols) {
   const bool at_hints = at == CheckAt::Load;
   std::string problem = check_storage(result);
   if (!problem.empty()) return problem;
@@ -78,12 +81,17 @@ std::string check_result(const Value& value, const c10::IValue& result, CheckAt 
   }
   const TensorMeta& m = *value.meta;
   bool same = t.scalar_type() == m.dtype && t.dim() == static_cast<int64_t>(m.sizes.size());
+  auto declared_at = [&](const Dim& d) -> int64_t {
+    if (d.is_static() || !symbols) return d.value;
+    return dim_value(d, *symbols).value_or(-1);
+  };
   for (size_t d = 0; same && d < m.sizes.size(); ++d) {
-    same = (!at_hints && !m.sizes[d].is_static()) || t.size(static_cast<int64_t>(d)) == m.sizes[d].value;
+    same = (!at_hints && !m.sizes[d].is_static()) ||
+           t.size(static_cast<int64_t>(d)) == declared_at(m.sizes[d]);
   }
   if (same) return "";
   std::vector<int64_t> declared;
-  for (const Dim& d : m.sizes) declared.push_back(d.value);
+  for (const Dim& d : m.sizes) declared.push_back(declared_at(d));
   return "is " + describe_tensor_type(t.scalar_type(), t.sizes()) + ", the archive declares " +
          describe_tensor_type(m.dtype, declared);
 }

@@ -10,6 +10,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <string>
+#include <vector>
 
 #include "pt2rt/program.h"
 
@@ -17,7 +18,7 @@ namespace pt2rt {
 
 /// Where a result is checked.
 enum class CheckAt {
-  Load,  ///< the meta run: symbolic dims are compared with their hints
+  Load,  ///< the meta run: symbolic dims are compared with their values at the run's symbols
   Run,   ///< after a real call of an op the meta run could not verify: symbolic dims are not
          ///< compared, and a Tensor value that declares no meta must be undefined (the
          ///< exporter records no meta exactly for results that were None, e.g. the gradients
@@ -26,7 +27,9 @@ enum class CheckAt {
 
 /// "" when `result` is sound and, for a Tensor value with a declared meta, has its dtype and
 /// sizes; else what is wrong ("is float32[4, 11], the archive declares float32[4, 10]").
-std::string check_result(const Value& value, const c10::IValue& result, CheckAt at);
+/// `symbols` (Load): the symbol values of the meta run (sym_eval.h); null: the hints.
+std::string check_result(const Value& value, const c10::IValue& result, CheckAt at,
+                         const std::vector<int64_t>* symbols = nullptr);
 
 /// "" when every tensor in `result` (a tensor or a list of tensors) is strided and inside its
 /// storage; else what is wrong.

@@ -18,13 +18,14 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from .dynamic import DerivedDim, Dim
 from .errors import CaptureError, ExportError, ExportTypeError, FormatError
 from .graph_ir import CapturedProgram, DescribedGraph, GraphRole
 from .program_ir import Program
 from .reader import LoadedArchive, load
 from .version import __version__
 
-__all__ = ["export", "load", "ExportedArchive", "LoadedArchive", "ExportError",
+__all__ = ["export", "load", "Dim", "ExportedArchive", "LoadedArchive", "ExportError",
            "ExportTypeError", "CaptureError", "FormatError", "GraphRole", "InputDescriptor",
            "OutputDescriptor", "InputKind", "OutputKind", "__version__"]
 
@@ -101,7 +102,7 @@ class ExportedArchive:
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
            train: bool = True, inference: bool = True, partitioner: str = "default",
            bundle_examples: bool = True, decompositions: Optional[Dict] = None,
-           optimize_inference: bool = False) -> ExportedArchive:
+           optimize_inference: bool = False, dynamic_shapes: Any = None) -> ExportedArchive:
     """Captures ``model`` on the example inputs and builds the archive contents.
 
     Args:
@@ -128,6 +129,12 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
             C++ runtime caches them until a weight changes). Outputs then differ from eager
             by rounding (float32: ~1e-6 relative per folded layer). The training graphs are
             not affected. Program metadata ``inference_passes`` records what was applied.
+        dynamic_shapes: torch.export's spec of dynamic dims: a dict keyed by forward()
+            argument name, or a tuple/list in argument order, each entry None (static) or
+            ``{dim_index: pt2rt.Dim}``, e.g. ``{"x": {0: pt2rt.Dim("batch", min=1, max=64)}}``
+            (``dynamic.py``; ``torch.export.Dim`` accepted too). The archive then stores the
+            symbols, their range constraints and symbolic sizes; the C++ runtime binds them
+            per call. torch >= 2.9 only for now (torch 1.13 raises ExportError).
 
     Raises:
         ExportTypeError: not a Module, non-tensor inputs.
@@ -140,7 +147,8 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
 
     captured = capture(model, args, kwargs, train=train, inference=inference,
                        partitioner=partitioner, decompositions=decompositions,
-                       optimize_inference=optimize_inference)
+                       optimize_inference=optimize_inference,
+                       dynamic_shapes=dynamic_shapes)
     examples = []
     if bundle_examples:
         examples.append(eager_example(model, captured.weights, captured.signature,

@@ -22,6 +22,7 @@ import torch
 
 from .annotate import annotate
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor
+from .dynamic import normalize as normalize_dynamic_shapes
 from .errors import CaptureError, ExportError, ExportTypeError
 from .graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
@@ -139,10 +140,11 @@ def _positional_name(sig: inspect.Signature, i: int) -> str:
 def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
             train: bool = True, inference: bool = True,
             partitioner: str = "default", decompositions: Any = None,
-            optimize_inference: bool = False) -> CapturedProgram:
+            optimize_inference: bool = False, dynamic_shapes: Any = None) -> CapturedProgram:
     """Validates the arguments and captures the inference graph (if ``inference``; optimized
     by ``inference_passes`` if ``optimize_inference``) and the forward/backward graphs (if
-    ``train``) of ``model``.
+    ``train``) of ``model``. ``dynamic_shapes``: see ``dynamic.py`` (torch.export's
+    conventions); the program then carries the symbols and range constraints.
 
     Raises:
         ExportTypeError: ``model`` is not a Module; ``args`` not a tuple/list of tensors.
@@ -170,25 +172,38 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     sig, flat = make_signature(model, tuple(args), kwargs)
     weights = collect_weights(model)
     backend = select_backend()
+    dims = normalize_dynamic_shapes(dynamic_shapes, sig.input_names, flat)
+    dynamic = None
+    if dims is not None:
+        if not hasattr(backend, "symbolic_inputs"):
+            raise ExportError(f"pt2rt.export: dynamic_shapes: the {backend.CAPTURE_NAME} capture "
+                              "does not trace symbolic shapes yet (torch >= 2.9 does); the model "
+                              "can still be exported with static shapes (dynamic_shapes=None)")
+        dynamic = backend.symbolic_inputs(dims)
+        if optimize_inference:
+            raise ExportError("pt2rt.export: optimize_inference with dynamic_shapes is not "
+                              "supported yet")
+    extra = {} if dynamic is None else {"dynamic": dynamic}
     constants = ConstantTable()
     graphs = []
     with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
         metadata: Dict[str, str] = {}
         if inference:
             graphs.append(backend.capture_inference(model, weights, sig, flat, constants,
-                                                    decompositions=table))
+                                                    decompositions=table, **extra))
             if optimize_inference:
                 from .inference_passes import optimize
                 applied = optimize(graphs[-1])
                 metadata["inference_passes"] = ",".join(f"{k}:{v}" for k, v in applied.items())
         if train:
             joint = backend.capture_joint(model, weights, sig, flat, constants,
-                                          decompositions=table)
+                                          decompositions=table, **extra)
             graphs.extend(partition(joint, partitioner))
         program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
                                   signature=sig, capture=backend.CAPTURE_NAME,
                                   partitioner=partitioner if train else "",
-                                  metadata=metadata, example_inputs=flat)
+                                  metadata=metadata, example_inputs=flat,
+                                  symbols=dynamic.finish() if dynamic is not None else None)
         try:
             annotate_program(program, flat)
         except Exception as e:

@@ -36,7 +36,8 @@ lack it. Run-time kernels are unaffected: ``aten::convolution`` still dispatches
 
 Decompositions: ``decompositions.portable_decompositions()`` (BatchNorm expressed with
 ``native_batch_norm``, which LibTorch 1.13 also has) plus the caller's table, which wins.
-Static shapes: inputs are fakified with their concrete sizes (no ShapeEnv).
+Static shapes: inputs are fakified with their concrete sizes (no ShapeEnv); with
+``dynamic_shapes``, ``dynamic_torch2.SymbolicInputs`` fakifies the marked dims symbolically.
 """
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def _without_onednn() -> Iterator[None]:
 
 
 def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Sequence[torch.Tensor],
-                train: bool, decompositions: Optional[Dict], what: str):
+                train: bool, decompositions: Optional[Dict], what: str, dynamic=None):
     """Runs aot_export_joint_with_descriptors; returns (graph module, out_spec).
 
     The user inputs are passed as forward()'s (args, kwargs); kwargs in the signature's order,
@@ -119,9 +120,13 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
     # Our own fake mode (AOTAutograd adopts the inputs' one): static shapes, and tensors the
     # model holds as plain attributes (not parameters or buffers) allowed in; they are traced
     # as get_attr constants.
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    flat = [fake_mode.from_tensor(_fresh(x, x.requires_grad and train), static_shapes=True)
-            for x in user_inputs]
+    # With dynamic shapes, ``dynamic_torch2.SymbolicInputs`` fakifies them in its ShapeEnv.
+    fresh = [_fresh(x, x.requires_grad and train) for x in user_inputs]
+    if dynamic is not None:
+        flat = dynamic.fakify(fresh)
+    else:
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        flat = [fake_mode.from_tensor(x, static_shapes=True) for x in fresh]
     args, kwargs = sig.split(flat)
     leaves = pytree.tree_leaves((list(args), kwargs))
     if len(leaves) != len(flat) or any(a is not b for a, b in zip(leaves, flat)):
@@ -340,17 +345,25 @@ def _set_outputs(sig: ExportSignature, out_spec: Any) -> None:
 # ---------------------------------------------------------------------------
 # Entry points (called by capture.py)
 
+def symbolic_inputs(spec):
+    """Dynamic shapes: the shared symbolic fakification of the user inputs
+    (``dynamic_torch2.SymbolicInputs``); its ``finish()`` gives the symbol table."""
+    from .dynamic_torch2 import SymbolicInputs
+    return SymbolicInputs(spec)
+
+
 def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                   user_inputs: List[torch.Tensor], constants: ConstantTable,
-                  decompositions: Optional[Dict] = None) -> CapturedJoint:
+                  decompositions: Optional[Dict] = None, dynamic=None) -> CapturedJoint:
     """The joint forward+backward graph in training mode; see the module docstring.
+    ``dynamic``: a ``dynamic_torch2.SymbolicInputs`` (dynamic shapes) or None.
 
     Raises:
         CaptureError: the model cannot be traced, or the descriptors do not split into forward
             then backward outputs.
     """
     gm, out_spec = _aot_export(model, sig, user_inputs, True, decompositions,
-                               "joint forward+backward")
+                               "joint forward+backward", dynamic)
     _set_outputs(sig, out_spec)
     _merge_tied_weights(gm, _canonical_fqns(model, weights))
     dg = _describe(gm, weights, constants, GraphRole.Joint)
@@ -364,13 +377,15 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
 
 def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                       user_inputs: List[torch.Tensor], constants: ConstantTable,
-                      decompositions: Optional[Dict] = None) -> DescribedGraph:
-    """The inference graph: eval mode, no grad (AOTAutograd's inference path).
+                      decompositions: Optional[Dict] = None, dynamic=None) -> DescribedGraph:
+    """The inference graph: eval mode, no grad (AOTAutograd's inference path). ``dynamic``:
+    as for ``capture_joint``.
 
     Raises:
         CaptureError: the model cannot be traced.
     """
-    gm, out_spec = _aot_export(model, sig, user_inputs, False, decompositions, "inference")
+    gm, out_spec = _aot_export(model, sig, user_inputs, False, decompositions, "inference",
+                               dynamic)
     _set_outputs(sig, out_spec)
     _merge_tied_weights(gm, _canonical_fqns(model, weights))
     return _describe(gm, weights, constants, GraphRole.Inference)

@@ -3,6 +3,7 @@
     python -m pt2rt save <file.py|module>:<callable> <out.pt2> [--inputs in.pt]
                          [--no-train] [--no-inference] [--no-examples]
                          [--partitioner default|min_cut] [--optimize-inference]
+                         [--dynamic ARG:DIM=NAME[MIN,MAX] ...]
     python -m pt2rt inspect <model.pt2>
 
 ``save``: the callable (no arguments) returns ``(model, example_args)`` — ``example_args`` a
@@ -10,6 +11,11 @@ tensor or a tuple/list of tensors — or just a model, whose example inputs then
 ``--inputs``: a file written by ``torch.save`` holding a tuple/list of tensors (loaded with
 ``weights_only=True``). Prints a summary of the archive. Exit status 0 on success, 1 when the
 export fails (the message names why), 2 on bad command-line usage.
+
+``--dynamic`` (repeatable) marks a dynamic dim (``pt2rt.Dim``): ``x:0=batch[1,512]`` makes dim
+0 of argument ``x`` the Dim ``batch`` in [1, 512] (``batch[1,]``: unbounded); a later
+``y:0=batch`` reuses it (equal sizes), ``y:0=batch+1`` / ``2*batch`` derive from it
+(``dynamic.parse_cli``).
 """
 from __future__ import annotations
 
@@ -88,10 +94,12 @@ def _model_and_args(spec: str, inputs: Optional[str]) -> Tuple[torch.nn.Module, 
 
 def cmd_save(ns: argparse.Namespace) -> int:
     import pt2rt
+    from .dynamic import parse_cli
+    dynamic = parse_cli(ns.dynamic) if ns.dynamic else None
     model, args = _model_and_args(ns.target, ns.inputs)
     exported = pt2rt.export(model, args, train=not ns.no_train, inference=not ns.no_inference,
                             partitioner=ns.partitioner, bundle_examples=not ns.no_examples,
-                            optimize_inference=ns.optimize_inference)
+                            optimize_inference=ns.optimize_inference, dynamic_shapes=dynamic)
     exported.save(ns.out)
     print(f"wrote {ns.out} ({os.path.getsize(ns.out)} bytes)")
     print(exported.summary())
@@ -118,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--optimize-inference", action="store_true",
                    help="fold BatchNorm into the convolution/linear before it in the inference "
                         "graph (pt2rt.inference_passes)")
+    s.add_argument("--dynamic", action="append", metavar="ARG:DIM=NAME[MIN,MAX]",
+                   help="a dynamic dim, e.g. x:0=batch[1,512] (repeatable; y:0=batch reuses "
+                        "it, y:0=batch+1 derives from it)")
     s.set_defaults(func=cmd_save)
     i = sub.add_parser("inspect", help="print a summary of an archive")
     i.add_argument("archive")

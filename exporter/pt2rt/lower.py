@@ -101,12 +101,32 @@ def _returns_kind(schema: torch._C.FunctionSchema) -> str:
     return "single"
 
 
+# SymInt arithmetic FX targets of a symbolic trace -> pt2rt's native sym:: ops.
+SYM_OPS = {operator.add: "sym::add", operator.sub: "sym::sub", operator.mul: "sym::mul",
+           operator.floordiv: "sym::floordiv", operator.mod: "sym::mod",
+           operator.neg: "sym::neg"}
+if hasattr(torch, "sym_max"):  # torch >= 2.1
+    SYM_OPS.update({torch.sym_max: "sym::max", torch.sym_min: "sym::min"})
+
+
+# Size queries of a symbolic trace (aten::sym_size.int on torch 2.x, aten::sym_size on 1.13)
+# -> pt2rt's native sym:: ops, the same on every LibTorch (runtime/native_ops.cpp).
+SYM_QUERIES = {
+    "aten::sym_size": ("sym::size", "sym::size(Tensor self, int dim) -> int"),
+    "aten::sym_stride": ("sym::stride", "sym::stride(Tensor self, int dim) -> int"),
+    "aten::sym_numel": ("sym::numel", "sym::numel(Tensor self) -> int"),
+    "aten::sym_storage_offset": ("sym::storage_offset",
+                                 "sym::storage_offset(Tensor self) -> int"),
+}
+
+
 class GraphLowering:
     """Lowers one DescribedGraph; ``value_names`` maps input descriptors to value names."""
 
     def __init__(self, dg: DescribedGraph, ops: OpTable,
-                 value_names: Dict[InputDescriptor, str]):
+                 value_names: Dict[InputDescriptor, str], symbols: Any = None):
         self.dg_, self.ops_, self.value_names_ = dg, ops, value_names
+        self.symbols_ = symbols  # symbols.SymbolTable (dynamic shapes) or None
         self.values_: List[Value] = []
         self.nodes_: List[Node] = []
         # fx node -> value id, or list of value ids for tuple-returning nodes
@@ -114,14 +134,24 @@ class GraphLowering:
 
     # -- values -----------------------------------------------------------------------
     def _new_value(self, name: str, info: Any, fallback_meta: Any = None,
-                   kind: ValueKind = ValueKind.Tensor) -> int:
-        meta = None
+                   kind: ValueKind = ValueKind.Tensor, val: Any = None) -> int:
+        """``val``: the node's ``meta['val']`` (fake tensor / SymInt) of a symbolic capture,
+        whose sizes and strides become SymExpr dims (``symbols.SymbolTable``)."""
+        meta, sym = None, None
+        if self.symbols_ and isinstance(val, torch.SymInt):
+            kind, sym = ValueKind.SymInt, self.symbols_.value_expr(val, f"value {name}")
         if kind is ValueKind.Tensor:
             if isinstance(info, TensorInfo):
                 meta = _meta_from_info(info)
             elif fallback_meta is not None and hasattr(fallback_meta, "dtype"):
                 meta = _meta_from_tensor_meta(fallback_meta)
-        self.values_.append(Value(name, kind, meta))
+            if meta is not None and self.symbols_ and isinstance(val, torch.Tensor):
+                what = f"value {name}"
+                meta.sizes = [self.symbols_.dim(d, what) for d in val.shape]
+                if len(meta.strides) == len(meta.sizes):
+                    meta.strides = [self.symbols_.dim(d, what) for d in val.stride()]
+                meta.storage_offset = self.symbols_.dim(val.storage_offset(), what)
+        self.values_.append(Value(name, kind, meta, sym))
         return len(self.values_) - 1
 
     def _single(self, node: fx.Node, what: str) -> int:
@@ -158,6 +188,8 @@ class GraphLowering:
                             kwarg_only)
         elif isinstance(v, torch.device):
             return Argument(name, ArgKind.DeviceArg, _device(v), kwarg_only)
+        elif kind in ("IntType", "SymIntType", "NumberType") and isinstance(v, fx.Node):
+            return Argument(name, ArgKind.SymIntRef, self._single(v, "SymInt"), kwarg_only)
         elif kind in ("IntType", "SymIntType") and isinstance(v, int):
             return Argument(name, ArgKind.IntArg, int(v), kwarg_only)
         elif kind == "FloatType" and isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -262,26 +294,51 @@ class GraphLowering:
         raise ExportError(f"pt2rt: node {node.name}: getitem on {src} which is neither a tuple "
                           "nor a Tensor[] result")
 
+    def _lower_sym(self, node: fx.Node) -> None:
+        """SymInt arithmetic (``operator.mul`` ... on SymInts) -> pt2rt's ``sym::`` ops."""
+        name = SYM_OPS[node.target]
+        arity = len(node.args)
+        schema = f"{name}(Scalar a{', Scalar b' if arity == 2 else ''}) -> Scalar"
+        op = self.ops_.index(name, "", schema)
+        args = []
+        for an, v in zip("ab", node.args):
+            if isinstance(v, fx.Node):
+                args.append(Argument(an, ArgKind.SymIntRef, self._single(v, "SymInt")))
+            elif isinstance(v, int) and not isinstance(v, bool):
+                args.append(Argument(an, ArgKind.ScalarArg, int(v)))
+            else:
+                raise ExportError(f"pt2rt: node {node.name}: {name} of {v!r} is not supported")
+        out = self._new_value(node.name, None, kind=ValueKind.SymInt, val=node.meta.get("val"))
+        self.nodes_.append(Node(op, args, [out], self._debug(node)))
+        self.vid_[node] = out
+
     def _lower_op(self, node: fx.Node) -> None:
         target = node.target
         if not isinstance(target, torch._ops.OpOverload):
             raise ExportError(f"pt2rt: node {node.name}: unsupported FX target {target!r} "
                               f"({node.format_node()}); only ATen op overloads are exported")
         schema = target._schema
-        op = self.ops_.index(schema.name, schema.overload_name, str(schema))
+        native = SYM_QUERIES.get(schema.name)
+        if native is not None:  # portable: pt2rt's sym:: op, not the torch-version ATen name
+            op = self.ops_.index(native[0], "", native[1])
+        else:
+            op = self.ops_.index(schema.name, schema.overload_name, str(schema))
         args = self._arguments(node, schema)
         info = node.meta.get(META_KEY)
         rk = _returns_kind(schema)
         outputs: List[int] = []
         if rk == "single":
-            outputs = [self._new_value(node.name, info, node.meta.get("tensor_meta"))]
+            outputs = [self._new_value(node.name, info, node.meta.get("tensor_meta"),
+                                       val=node.meta.get("val"))]
             self.vid_[node] = outputs[0]
         elif rk == "list":
             outputs = [self._new_value(node.name, None, kind=ValueKind.TensorList)]
             self.vid_[node] = outputs[0]
         elif rk == "tuple":
             infos = list(info) if isinstance(info, (list, tuple)) else [None] * len(schema.returns)
-            outputs = [self._new_value(f"{node.name}.{i}", infos[i])
+            vals = node.meta.get("val")
+            vals = list(vals) if isinstance(vals, (list, tuple)) else [None] * len(infos)
+            outputs = [self._new_value(f"{node.name}.{i}", infos[i], val=vals[i])
                        for i in range(len(schema.returns))]
             self.vid_[node] = outputs
         self.nodes_.append(Node(op, args, outputs, self._debug(node)))
@@ -290,7 +347,8 @@ class GraphLowering:
         inputs: List[GraphInput] = []
         for ph, desc in zip(self.dg_.placeholders(), self.dg_.inputs):
             name = self.value_names_.get(desc, ph.name)
-            vid = self._new_value(name, ph.meta.get(META_KEY), ph.meta.get("tensor_meta"))
+            vid = self._new_value(name, ph.meta.get(META_KEY), ph.meta.get("tensor_meta"),
+                                  val=ph.meta.get("val"))
             self.vid_[ph] = vid
             inputs.append(GraphInput(vid, desc))
         for node in self.dg_.module.graph.nodes:
@@ -300,6 +358,8 @@ class GraphLowering:
                 raise ExportError(f"pt2rt: node {node.name}: unsupported FX op {node.op!r}")
             if node.target is operator.getitem:
                 self._lower_getitem(node)
+            elif node.target in SYM_OPS:
+                self._lower_sym(node)
             else:
                 self._lower_op(node)
         outputs = []
@@ -319,9 +379,10 @@ def input_value_names(input_names: Sequence[str]) -> Dict[InputDescriptor, str]:
     return {InputDescriptor.plain(i): n for i, n in enumerate(input_names)}
 
 
-def lower_graph(dg: DescribedGraph, ops: OpTable, input_names: Sequence[str]) -> Graph:
+def lower_graph(dg: DescribedGraph, ops: OpTable, input_names: Sequence[str],
+                symbols: Any = None) -> Graph:
     names = input_value_names(input_names)
     for d in dg.inputs:
         if d.kind in (InputKind.Param, InputKind.Buffer, InputKind.Constant):
             names[d] = d.fqn
-    return GraphLowering(dg, ops, names).lower()
+    return GraphLowering(dg, ops, names, symbols).lower()

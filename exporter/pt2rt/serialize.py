@@ -354,7 +354,8 @@ def build_program(captured: CapturedProgram, examples: Sequence[Example] = ()
     """Lowers every graph of ``captured`` and assembles the Program; returns it with the
     weight blobs."""
     ops = OpTable()
-    graphs = [lower_graph(g, ops, captured.signature.input_names) for g in captured.graphs]
+    graphs = [lower_graph(g, ops, captured.signature.input_names, captured.symbols)
+              for g in captured.graphs]
     weights, blobs = weight_table(captured.weights)
     producer = Producer(exporter_version=__version__, torch_version=str(torch.__version__),
                         python_version=platform.python_version(), capture=captured.capture)
@@ -367,4 +368,7 @@ def build_program(captured: CapturedProgram, examples: Sequence[Example] = ()
     program = Program(schema_major=constants.SCHEMA_MAJOR, schema_minor=constants.SCHEMA_MINOR,
                       producer=producer, operators=ops.operators, graphs=graphs, weights=weights,
                       examples=list(examples), metadata=metadata)
+    if captured.symbols:
+        program.symbols = captured.symbols.symbols()
+        program.range_constraints = captured.symbols.range_constraints()
     return program, blobs

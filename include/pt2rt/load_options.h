@@ -57,9 +57,10 @@ struct LoadOptions {
   /// registered with TORCH_LIBRARY (other namespaces than aten), or ATen ops the policy
   /// refuses. An allowed op must still exist in the running LibTorch.
   std::vector<std::string> allow_operators;
-  /// Programs with symbolic sizes (dynamic shapes) are checked on the meta device at their
-  /// hints only, so their run bounds do not cover calls at other sizes: they are refused
-  /// unless this is set (for archives from a trusted source).
+  /// Programs with symbolic sizes (dynamic shapes) are checked on the meta device at every
+  /// symbol's range maximum, which bounds every call (runtime/README.md "Dynamic shapes"). A
+  /// symbol without an upper bound has no worst case: such a program is refused unless this
+  /// is set (for archives from a trusted source), and is then checked at its hints only.
   bool allow_symbolic_shapes = false;
 };
 

@@ -1,0 +1,88 @@
+// bench/dynamic_vs_static.cpp — per-call cost of dynamic shapes: a dynamic-batch archive vs
+// the static archive of the same model, at the same shape, in one run.
+//
+//   pt2rt_bench_dynamic STATIC.pt2 DYNAMIC.pt2 [--iters K] [--train]
+//
+// Both archives are made by bench/export_dynamic_pair.py (torch >= 2.9: MLP batch 1,
+// resnet18 batch 8). The input is zeros of the static archive's input 0 shape; both models run
+// it K times interleaved (a busy machine slows both alike) after warm-up, on one thread, in
+// eval mode (inference plan) or with --train (training forward + backward). Prints the minimum
+// and median per call and the ratio dynamic / static (target <= 1.05).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pt2rt/model.h"
+
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s STATIC.pt2 DYNAMIC.pt2 [--iters K] [--train]\n", argv[0]);
+    return 2;
+  }
+  int iters = 200;
+  bool train = false;
+  for (int i = 3; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--train")) train = true;
+  }
+  at::set_num_threads(1);
+  pt2rt::Model fixed = pt2rt::Model::load(argv[1], at::kCPU);
+  pt2rt::Model dyn = pt2rt::Model::load(argv[2], at::kCPU);
+  const pt2rt::Graph* g = fixed.program().graph(pt2rt::GraphRole::Inference);
+  if (g == nullptr) g = fixed.program().graph(pt2rt::GraphRole::Forward);
+  std::vector<int64_t> shape;
+  for (const auto& in : g->inputs) {
+    if (in.descriptor.kind != pt2rt::InputKind::Plain) continue;
+    for (const auto& d : g->values[in.value].meta->sizes) shape.push_back(d.value);
+    break;
+  }
+  const at::Tensor x = at::randn(shape);
+  auto call = [&](pt2rt::Model& m) {
+    if (train) {
+      m.train();
+      at::Tensor out = m.forward({x})[0];
+      out.sum().backward();
+    } else {
+      m.eval();
+      c10::InferenceMode guard;
+      m.forward({x});
+    }
+  };
+  std::vector<std::function<void()>> fns = {[&] { call(fixed); }, [&] { call(dyn); }};
+  std::vector<std::vector<double>> ns(2);
+  for (int r = 0; r < iters / 10 + 1; ++r) for (auto& f : fns) f();
+  for (int r = 0; r < iters; ++r) {
+    for (size_t k = 0; k < fns.size(); ++k) {
+      const auto t0 = Clock::now();
+      fns[k]();
+      ns[k].push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+    }
+  }
+  double mins[2], meds[2];
+  for (size_t k = 0; k < 2; ++k) {
+    std::sort(ns[k].begin(), ns[k].end());
+    mins[k] = ns[k].front();
+    meds[k] = ns[k][ns[k].size() / 2];
+  }
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  s += "]";
+  std::printf("%s input %s, %s, %d calls each (interleaved, 1 thread)\n", argv[1], s.c_str(),
+              train ? "training forward+backward" : "inference", iters);
+  std::printf("  static : min %10.1f us  median %10.1f us\n", mins[0] / 1e3, meds[0] / 1e3);
+  std::printf("  dynamic: min %10.1f us  median %10.1f us\n", mins[1] / 1e3, meds[1] / 1e3);
+  std::printf("  ratio dynamic/static: min %.3f  median %.3f  (target <= 1.05)\n",
+              mins[1] / mins[0], meds[1] / meds[0]);
+  return 0;
+}
