@@ -163,6 +163,7 @@ class CapturedProgram:
     partitioner: str = ""
     metadata: Dict[str, str] = field(default_factory=dict)
     example_inputs: List[torch.Tensor] = field(default_factory=list)  # flat Plain(i) inputs
+    eager_train: Any = None  # eager_run.EagerTrainRun on example_inputs (train exports)
 
     def graph(self, role: GraphRole) -> Optional[DescribedGraph]:
         return next((g for g in self.graphs if g.role is role), None)
