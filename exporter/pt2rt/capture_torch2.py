@@ -108,16 +108,24 @@ def _without_onednn() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _views_as_copies(model: torch.nn.Module) -> Iterator[None]:
-    """Outputs of forward() that are views (of another output, an intermediate or an input)
-    are returned as copies while tracing. AOTAutograd regenerates such an output outside its
-    graph and gives it no tangent, so the exported backward would drop the gradient flowing
-    through it (``y, y.t()``: only ``y``'s cotangent reached the parameters). A copy has the
-    same values and passes its cotangent on to what it views, as eager autograd does; the
-    runtime's outputs never share storage anyway."""
-    def hook(module, args, out):
-        return pytree.tree_map(
-            lambda t: t.clone() if isinstance(t, torch.Tensor) and t._is_view() else t, out)
-    handle = model.register_forward_hook(hook)
+    """Outputs of forward() that alias something — views (of another output, an intermediate
+    or an input), a parameter, a buffer or an input itself — are returned as copies while
+    tracing. AOTAutograd regenerates such an output outside its graph and gives it no
+    tangent, so the exported backward would drop the gradient flowing through it
+    (``return y, y.t()``: only ``y``'s cotangent reached the parameters; ``return y,
+    self.fc.weight``: the weight's own cotangent was lost). A copy has the same values and
+    passes its cotangent on to what it aliases, as eager autograd does; the runtime's outputs
+    never share storage anyway."""
+    def hook(module, args, kwargs, out):
+        inputs = {id(t) for t in pytree.tree_leaves((args, kwargs))}
+        inputs |= {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
+
+        def unalias(t):
+            if isinstance(t, torch.Tensor) and (t._is_view() or id(t) in inputs):
+                return t.clone()
+            return t
+        return pytree.tree_map(unalias, out)
+    handle = model.register_forward_hook(hook, with_kwargs=True)
     try:
         yield
     finally:

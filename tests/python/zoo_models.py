@@ -199,6 +199,57 @@ class Conv1dPool(nn.Module):
         return self.head(h)
 
 
+class LstmCellLoop(nn.Module):
+    """``nn.LSTMCell`` unrolled over time in Python (RNNCellBase: weights read directly)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.LSTMCell(4, 5)
+        self.head = nn.Linear(5, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = c = x.new_zeros(x.shape[1], 5)
+        for t in range(x.shape[0]):
+            h, c = self.cell(x[t], (h, c))
+        return self.head(h)
+
+
+class ParamOutput(nn.Module):
+    """Returns a parameter itself next to the activations (an output aliasing a parameter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor):
+        return self.fc(x), self.fc.weight
+
+
+class ComplexLayer(nn.Module):
+    """A complex-valued layer: activations viewed as complex, times a complex (cfloat)
+    parameter, magnitude out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.w = nn.Parameter(torch.randn(4, dtype=torch.cfloat))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.view_as_complex(self.fc(x).reshape(-1, 4, 2))
+        return (z * self.w).abs()
+
+
+class Spectral(nn.Module):
+    """Linear then the magnitude of a real FFT (complex intermediates)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.rfft(self.fc(x)).abs()
+
+
 def _seeded(fn):
     def build():
         torch.manual_seed(0)
@@ -292,7 +343,28 @@ def conv1d_pool():
     return Conv1dPool(), (torch.randn(4, 3, 7),)
 
 
+@_seeded
+def lstm_cell():
+    return LstmCellLoop(), (torch.randn(3, 2, 4),)
+
+
+@_seeded
+def param_output():
+    return ParamOutput(), (torch.randn(2, 4),)
+
+
+@_seeded
+def complex_layer():
+    return ComplexLayer(), (torch.randn(3, 4),)
+
+
+@_seeded
+def spectral():
+    return Spectral(), (torch.randn(2, 8),)
+
+
 ZOO = {f.__name__[len("build_"):]: f for f in (
     lstm, lstm_bidir_2layer, lstm_state, gru, gru_bidir, rnn_relu, checkpointed, tied_lm,
     shared_twice, in_place, user_buffers, dict_list_out, aliasing_out, float64,
-    loss_in_forward, frozen_subset, conv1d_pool)}
+    loss_in_forward, frozen_subset, conv1d_pool, lstm_cell, param_output, complex_layer,
+    spectral)}
