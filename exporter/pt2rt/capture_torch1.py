@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from .decompositions import training_decompositions
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
-from .graph_passes import drop_unused_batch_norm_stats
+from .graph_passes import bernoulli_out_of_place, drop_unused_batch_norm_stats
 from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
@@ -143,6 +143,7 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
     new_out = kept[:n_plain] + mut + kept[n_plain:]
 
     drop_unused_batch_norm_stats(g)
+    bernoulli_out_of_place(g)
 
     # Rebuild with lifted constants and primals_/tangents_ placeholder names.
     new = fx.Graph()
