@@ -55,6 +55,18 @@ def eager_train(name):
 
 
 @functools.lru_cache(maxsize=None)
+def mutated_in_eager(name, train):
+    """FQNs of the parameters and buffers one forward (training or eval mode) changes."""
+    model, args = models.build(name)
+    model.train(train)
+    before = {n: t.detach().clone() for n, t in model.state_dict(keep_vars=True).items()}
+    with torch.set_grad_enabled(train):
+        model(*args)
+    after = model.state_dict(keep_vars=True)
+    return sorted(n for n, t in before.items() if not torch.equal(t, after[n].detach()))
+
+
+@functools.lru_cache(maxsize=None)
 def differentiable_outputs(name):
     """Indices of the flat training outputs that require grad (outputs aliasing an input or
     computed without parameters get no tangent)."""
@@ -140,13 +152,16 @@ def test_forward_backward_calling_convention(case):
         assert t.kind is OutputKind.Plain
         assert pt2rt.dtypes.to_dtype(fw_values[t].meta.dtype).is_floating_point
     assert sorted(t.idx for t in tangents) == differentiable_outputs(case.name)
-    # every buffer a training forward mutates is an InputMutation(of=Buffer)
+    # every parameter/buffer a training forward mutates in eager is an InputMutation
     mutated = sorted(go.descriptor.of.fqn for go in fw.outputs
                      if go.descriptor.kind is OutputKind.InputMutation)
-    bn_buffers = sorted(n for n, _ in case.model.named_buffers())
-    assert mutated == bn_buffers
+    assert mutated == mutated_in_eager(case.name, True)
     inf = case.loaded.graph(GraphRole.Inference)
-    assert all(go.descriptor.kind is OutputKind.Plain for go in inf.outputs)
+    mutated = sorted(go.descriptor.of.fqn for go in inf.outputs
+                     if go.descriptor.kind is OutputKind.InputMutation)
+    assert mutated == mutated_in_eager(case.name, False)
+    assert all(go.descriptor.kind in (OutputKind.Plain, OutputKind.InputMutation)
+               for go in inf.outputs)
 
 
 def test_user_inputs_named_after_forward_parameters(case):
