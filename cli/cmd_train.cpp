@@ -5,6 +5,10 @@
 //                    [--weight-decay W] [--loss cross_entropy|mse] [--seed S]
 //                    [--device cpu|cuda] [--save tuned.pt2]
 //
+// --seed S also seeds every default generator the graphs draw from (torch::manual_seed: the
+// CPU one and each CUDA device's), so dropout masks and other random ops repeat: two runs
+// with the same seed, data and device give identical losses.
+//
 // Data files hold `(inputs, targets)` as torch.save writes them. Every epoch shuffles the
 // training samples (at::randperm on a CPU generator seeded once with --seed) and runs
 // batches of --batch-size; with a dynamic batch dimension (exported with dynamic_shapes) the
@@ -16,6 +20,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <iomanip>
@@ -138,7 +143,7 @@ int cmd_train(int argc, char** argv) {
       ("weight-decay", "L2 penalty", cxxopts::value<double>()->default_value("0"))
       ("loss", "cross_entropy (int64 class targets or float probabilities) or mse",
        cxxopts::value<std::string>()->default_value("cross_entropy"))
-      ("seed", "seed of the per-epoch shuffle", cxxopts::value<uint64_t>()->default_value("0"))
+      ("seed", "seed of the per-epoch shuffle and of the graphs' random ops (torch::manual_seed)", cxxopts::value<uint64_t>()->default_value("0"))
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
       ("save", "write the fine-tuned archive here (atomically)", cxxopts::value<std::string>());
   // clang-format on
@@ -228,6 +233,7 @@ int cmd_train(int argc, char** argv) {
               << std::endl;
   }
 
+  torch::manual_seed(result["seed"].as<uint64_t>());  // the graphs' random ops (dropout)
   at::Generator gen = at::detail::createCPUGenerator(result["seed"].as<uint64_t>());
   const auto start = std::chrono::steady_clock::now();
   double train_loss = 0.0;

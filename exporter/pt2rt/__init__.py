@@ -153,6 +153,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     if bundle_examples:
         examples.append(eager_example(model, captured.weights, captured.signature,
                                       captured.example_inputs,
-                                      train=train, inference=inference))
+                                      train=train, inference=inference,
+                                      train_run=captured.eager_train))
     program, blobs = build_program(captured, examples)
     return ExportedArchive(captured, program, write_program(program), blobs)

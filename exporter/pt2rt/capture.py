@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -23,7 +24,9 @@ import torch
 from .annotate import annotate
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor
 from .dynamic import normalize as normalize_dynamic_shapes
+from .eager_run import EagerTrainRun, eager_train_run
 from .errors import CaptureError, ExportError, ExportTypeError
+from .fidelity import check_gradient_paths, check_no_aliased_constants, check_tangents
 from .graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .partition import PARTITIONERS, partition
@@ -195,15 +198,25 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                 from .inference_passes import optimize
                 applied = optimize(graphs[-1])
                 metadata["inference_passes"] = ",".join(f"{k}:{v}" for k, v in applied.items())
+        eager = None
         if train:
+            eager = _eager_probe(model, sig, flat)
+            unused = check_gradient_paths(model, eager)
+            if unused:
+                warnings.warn(f"pt2rt.export: trainable parameters of {type(model).__name__} "
+                              f"without a gradient path (they will not train): "
+                              f"{', '.join(unused)}", stacklevel=3)
+                metadata["params_without_grad"] = ",".join(unused)
             joint = backend.capture_joint(model, weights, sig, flat, constants,
                                           decompositions=table, **extra)
+            check_tangents(model, eager, joint.graph.inputs)
             graphs.extend(partition(joint, partitioner))
         program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
                                   signature=sig, capture=backend.CAPTURE_NAME,
                                   partitioner=partitioner if train else "",
-                                  metadata=metadata, example_inputs=flat,
+                                  metadata=metadata, example_inputs=flat, eager_train=eager,
                                   symbols=dynamic.finish() if dynamic is not None else None)
+        check_no_aliased_constants(model, program.weights)
         try:
             annotate_program(program, flat)
         except Exception as e:
@@ -212,6 +225,17 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                f"the capture ({backend.CAPTURE_NAME}) cannot reproduce this "
                                "model") from e
     return program
+
+
+def _eager_probe(model: torch.nn.Module, sig: ExportSignature,
+                 flat: List[torch.Tensor]) -> EagerTrainRun:
+    try:
+        return eager_train_run(model, sig, flat)
+    except ExportError:
+        raise
+    except Exception as e:  # whatever the user's forward raises
+        raise CaptureError(f"pt2rt.export: {type(model).__name__}.forward failed on the "
+                           f"example inputs in training mode: {type(e).__name__}: {e}") from e
 
 
 def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) -> None:

@@ -4,10 +4,11 @@
 Joint graph (``capture_joint``):
 
 1. Trace ``joint(*primals, *tangents)`` with ``make_fx`` (real tensors). ``joint`` calls the
-   model through ``torch.nn.utils.stateless.functional_call`` with every parameter and buffer
-   passed in (lifted to graph inputs), then ``torch.autograd.grad(differentiable outputs,
-   trainable parameters + user inputs that require grad, grad_outputs=tangents,
-   allow_unused=True)``. Frozen parameters are not differentiated, so the graph holds no work
+   model inside ``model_call.substituted`` with every parameter and buffer passed in (lifted
+   to graph inputs; their aliases such as ``nn.RNNBase._flat_weights`` swapped too), then,
+   still inside the substitution (so that ``torch.utils.checkpoint``'s recomputation reads the
+   lifted parameters), ``torch.autograd.grad(differentiable outputs, trainable parameters +
+   user inputs that require grad, grad_outputs=tangents, allow_unused=True)``. Frozen parameters are not differentiated, so the graph holds no work
    for them. The decomposition table of ``decompositions.py`` makes BatchNorm's running-stat
    update visible.
 2. Re-trace ``Interpreter(g1).run`` under ``make_fx(functionalize(...))`` with FLAT tensor
@@ -17,8 +18,8 @@ Joint graph (``capture_joint``):
    ``get_attr`` tensor constants become ``Constant`` inputs; dead code is removed;
    placeholders are renamed ``primals_<n>`` / ``tangents_<n>``.
 
-Inference graph (``capture_inference``): ``make_fx(functionalize(forward))`` in eval mode under
-``torch.no_grad()``, finalized the same way.
+Inference graph (``capture_inference``): ``make_fx(forward)`` in eval mode under
+``torch.no_grad()``, re-traced under ``functionalize`` as in step 2, finalized the same way.
 
 Both record provenance (``provenance.py``): ``nn_module_stack`` and stack traces per node.
 """
@@ -34,11 +35,12 @@ from torch.overrides import TorchFunctionMode
 from .decompositions import training_decompositions
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
-from .graph_passes import drop_unused_batch_norm_stats
+from .graph_passes import bernoulli_out_of_place, drop_unused_batch_norm_stats
 from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
-from .model_call import flat_outputs as _flat_outputs, training_mode as _mode
+from .model_call import flat_outputs as _flat_outputs, substituted as _substituted
+from .model_call import training_mode as _mode
 from .provenance import Provenance, user_stack
 
 CAPTURE_NAME = "make_fx+functionalize (torch 1.13)"
@@ -141,6 +143,7 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
     new_out = kept[:n_plain] + mut + kept[n_plain:]
 
     drop_unused_batch_norm_stats(g)
+    bernoulli_out_of_place(g)
 
     # Rebuild with lifted constants and primals_/tangents_ placeholder names.
     new = fx.Graph()
@@ -235,13 +238,15 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
         def joint(*flat):
             state, user = flat[:n_w], flat[n_w:n_w + n_in]
             tang = flat[n_w + n_in:]
-            outs, _ = _flat_outputs(_call_model(model, state_names, state, sig, user), "forward()")
-            targets = [state[i] for i in trainable] + [user[i] for i in input_grads]
-            grads: Sequence[Optional[torch.Tensor]] = [None] * len(targets)
-            if targets and diff:
-                prov.hook_backward([outs[i] for i in diff])
-                grads = torch.autograd.grad([outs[i] for i in diff], targets,
-                                            grad_outputs=list(tang), allow_unused=True)
+            args, kwargs = sig.split(list(user))
+            with _substituted(model, state_names, state):
+                outs, _ = _flat_outputs(model(*args, **kwargs), "forward()")
+                targets = [state[i] for i in trainable] + [user[i] for i in input_grads]
+                grads: Sequence[Optional[torch.Tensor]] = [None] * len(targets)
+                if targets and diff:
+                    prov.hook_backward([outs[i] for i in diff])
+                    grads = torch.autograd.grad([outs[i] for i in diff], targets,
+                                                grad_outputs=list(tang), allow_unused=True)
             return tuple(outs) + tuple(grads)
 
         with prov.recording():
@@ -278,9 +283,12 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
 
     with _mode(model, False), torch.no_grad():
         args = [_fresh(t) for t in [w.tensor for w in weights] + list(user_inputs)]
+        # Traced plainly first, then functionalized by replaying the graph (as the joint):
+        # functorch 1.13's functionalize refuses saved-tensor hooks, which
+        # torch.utils.checkpoint installs even under no_grad.
         with prov.recording():
-            gm = _trace(_functionalize(forward), args, "inference", model, decompositions)
-        prov.resolve(gm)
+            g1 = _trace(forward, args, "inference", model, decompositions)
+        gm = _replay_functionalized(g1, [_fresh(a) for a in args], prov, "inference", model)
     in_desc = [w.descriptor() for w in weights]
     in_desc += [InputDescriptor.plain(i) for i in range(len(user_inputs))]
     out_desc = [OutputDescriptor.plain(i) for i in range(outputs[-1])]

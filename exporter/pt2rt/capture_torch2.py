@@ -58,7 +58,8 @@ from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSigna
                        WeightSpec)
 from .graph_passes import drop_unused_batch_norm_stats
 from .module_rewrites import capturable
-from .model_call import fresh as _fresh, state_names, training_mode as _mode
+from .model_call import aliases_follow_substitution, fresh as _fresh, state_names
+from .model_call import training_mode as _mode
 from .provenance import MetaProvenance, user_stack_of
 
 CAPTURE_NAME = "aot_export_joint_with_descriptors (torch 2.x)"
@@ -106,6 +107,32 @@ def _without_onednn() -> Iterator[None]:
             yield
 
 
+@contextlib.contextmanager
+def _views_as_copies(model: torch.nn.Module) -> Iterator[None]:
+    """Outputs of forward() that alias something — views (of another output, an intermediate
+    or an input), a parameter, a buffer or an input itself — are returned as copies while
+    tracing. AOTAutograd regenerates such an output outside its graph and gives it no
+    tangent, so the exported backward would drop the gradient flowing through it
+    (``return y, y.t()``: only ``y``'s cotangent reached the parameters; ``return y,
+    self.fc.weight``: the weight's own cotangent was lost). A copy has the same values and
+    passes its cotangent on to what it aliases, as eager autograd does; the runtime's outputs
+    never share storage anyway."""
+    def hook(module, args, kwargs, out):
+        inputs = {id(t) for t in pytree.tree_leaves((args, kwargs))}
+        inputs |= {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
+
+        def unalias(t):
+            if isinstance(t, torch.Tensor) and (t._is_view() or id(t) in inputs):
+                return t.clone()
+            return t
+        return pytree.tree_map(unalias, out)
+    handle = model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
 def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Sequence[torch.Tensor],
                 train: bool, decompositions: Optional[Dict], what: str, dynamic=None):
     """Runs aot_export_joint_with_descriptors; returns (graph module, out_spec).
@@ -133,7 +160,8 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
         raise ExportError("pt2rt.export: keyword inputs do not flatten in signature order")
     grad_mode = torch.enable_grad() if train else torch.no_grad()
     try:
-        with _mode(model, train), grad_mode, capturable(model), \
+        with _mode(model, train), grad_mode, capturable(model), _views_as_copies(model), \
+                aliases_follow_substitution(model), \
                 _without_onednn(), \
                 MetaProvenance(model).recording(), contextlib.ExitStack() as stack:
             jd = aot_export_joint_with_descriptors(

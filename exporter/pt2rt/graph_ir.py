@@ -164,6 +164,7 @@ class CapturedProgram:
     metadata: Dict[str, str] = field(default_factory=dict)
     example_inputs: List[torch.Tensor] = field(default_factory=list)  # flat Plain(i) inputs
     symbols: Any = None  # symbols.SymbolTable of a dynamic-shape export, else None
+    eager_train: Any = None  # eager_run.EagerTrainRun on example_inputs (train exports)
 
     def graph(self, role: GraphRole) -> Optional[DescribedGraph]:
         return next((g for g in self.graphs if g.role is role), None)

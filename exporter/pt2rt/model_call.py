@@ -1,20 +1,36 @@
-"""Calling a module with substituted state: shared by capture backends and the eager references.
+"""Calling a module with substituted state: shared by the capture backends.
 
-``torch.func.functional_call`` (torch 1.13: ``torch.nn.utils.stateless.functional_call``) runs ``model`` with the given tensors in place of
-its parameters and buffers (by FQN) and leaves the module untouched, so tracing and reference
-runs never mutate the user's model (BatchNorm updates land in the substituted buffers).
+``substituted(model, names, state)`` runs a block with the given tensors in place of the
+model's parameters and buffers (by FQN), through ``torch.nn.utils.stateless._reparametrize_module``
+(what ``torch.func.functional_call`` / torch 1.13's ``torch.nn.utils.stateless.functional_call``
+use), and leaves the module untouched afterwards, so tracing never mutates the user's model
+(BatchNorm updates land in the substituted buffers).
+
+Two things ``functional_call`` alone gets wrong, and this module fixes:
+
+* **Aliases of parameters.** A module may keep its own references to its parameters outside
+  ``_parameters``/``_buffers``: ``nn.RNNBase._flat_weights`` (nn.LSTM/GRU/RNN; a list built
+  from the Parameters at construction, read by the ``_VF.lstm``/``gru``/``rnn_*`` kernels), or
+  any user attribute holding a parameter/buffer or a list/tuple of them. torch 1.13's
+  ``_reparametrize_module`` swaps only attribute lookup, so such a reference still points at
+  the real Parameter, the tracer records it as a constant and its gradient is lost.
+  ``substituted`` replaces every such reference (by identity) with the substituted tensor for
+  the duration, and restores it afterwards.
+* **Backward outside the substitution.** ``functional_call`` restores the real parameters
+  when ``forward`` returns; anything autograd recomputes later (``torch.utils.checkpoint``)
+  would then read them. The capture runs ``torch.autograd.grad`` inside ``substituted``.
+
+``capture.check_no_aliased_constants`` is the guard behind both: a lifted constant sharing
+storage with a parameter or buffer fails the export.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
-try:  # torch >= 2.0; torch.nn.utils.stateless's is deprecated there
-    from torch.func import functional_call
-except ImportError:  # torch 1.13
-    from torch.nn.utils.stateless import functional_call
+from torch.nn.utils.stateless import _reparametrize_module  # torch 1.13 and 2.x
 
 from .errors import ExportError
 from .graph_ir import ExportSignature, WeightSpec
@@ -46,12 +62,89 @@ def state_names(model: torch.nn.Module, weights: Sequence[WeightSpec]) -> List[L
     return names
 
 
+def _swap_aliases(model: torch.nn.Module,
+                  replacement: Dict[int, torch.Tensor]) -> List[Tuple[dict, str, Any]]:
+    """Replaces, in every submodule's ``__dict__``, each tensor attribute (or list/tuple of
+    tensors) that is one of the originals (``id`` in ``replacement``) by its replacement.
+    Returns what to put back."""
+    undo: List[Tuple[dict, str, Any]] = []
+    for mod in model.modules():
+        d = vars(mod)
+        for key, value in list(d.items()):
+            if isinstance(value, torch.Tensor):
+                if id(value) in replacement:
+                    undo.append((d, key, value))
+                    d[key] = replacement[id(value)]
+            elif isinstance(value, (list, tuple)) and any(
+                    isinstance(v, torch.Tensor) and id(v) in replacement for v in value):
+                undo.append((d, key, value))
+                d[key] = type(value)(replacement.get(id(v), v) if isinstance(v, torch.Tensor)
+                                     else v for v in value)
+    return undo
+
+
+def _originals(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
+    """Every FQN (tied weights: each of them) -> the parameter/buffer tensor it names now."""
+    out: Dict[str, torch.Tensor] = {}
+    for mod_fqn, mod in model.named_modules(remove_duplicate=False):
+        for attrs in (mod._parameters, mod._buffers):
+            for name, t in attrs.items():
+                if t is not None:
+                    out[f"{mod_fqn}.{name}" if mod_fqn else name] = t
+    return out
+
+
+def _restore(undo: List[Tuple[dict, str, Any]]) -> None:
+    for d, key, value in reversed(undo):
+        d[key] = value
+    undo.clear()
+
+
+@contextlib.contextmanager
+def aliases_follow_substitution(model: torch.nn.Module) -> Iterator[None]:
+    """For a capture that substitutes the parameters itself (AOTAutograd's
+    ``_reparametrize_module`` on the torch-2 lane): at every call of ``model``, the aliases of
+    its parameters and buffers (see the module docstring) are pointed at whatever the FQNs
+    resolve to at that moment (the substituted tensors); the originals are put back on exit."""
+    originals = _originals(model)
+    undo: List[Tuple[dict, str, Any]] = []
+
+    def pre_hook(module, args):
+        _restore(undo)
+        current = _originals(model)
+        replacement = {id(t): current[fqn] for fqn, t in originals.items()
+                       if fqn in current and current[fqn] is not t}
+        undo.extend(_swap_aliases(model, replacement))
+
+    handle = model.register_forward_pre_hook(pre_hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+        _restore(undo)
+
+
+@contextlib.contextmanager
+def substituted(model: torch.nn.Module, names: List[List[str]],
+                state: Sequence[torch.Tensor]) -> Iterator[None]:
+    """Runs the block with ``state[i]`` standing in for weight i (reachable by the FQNs
+    ``names[i]``), aliases included (see the module docstring); restores everything on exit."""
+    mapping = {name: t for ns, t in zip(names, state) for name in ns}
+    replacement = {id(t): mapping[fqn] for fqn, t in _originals(model).items() if fqn in mapping}
+    with _reparametrize_module(model, mapping):
+        undo = _swap_aliases(model, replacement)
+        try:
+            yield
+        finally:
+            _restore(undo)
+
+
 def call_model(model: torch.nn.Module, names: List[List[str]], state: Sequence[torch.Tensor],
                sig: ExportSignature, user_inputs: Sequence[torch.Tensor]) -> Any:
     """``model(*args, **kwargs)`` with ``state[i]`` standing in for weight i."""
-    mapping = {name: t for ns, t in zip(names, state) for name in ns}
     args, kwargs = sig.split(list(user_inputs))
-    return functional_call(model, mapping, args, kwargs)
+    with substituted(model, names, state):
+        return model(*args, **kwargs)
 
 
 def fresh(t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:

@@ -71,7 +71,23 @@ def _run_partitioner(fn, gm: fx.GraphModule, num_fwd: int, num_out: int):
         return fn(gm, None, num_fwd_outputs=num_fwd)
     gm._out_spec = pytree.tree_flatten((list(range(num_fwd)),
                                         list(range(num_out - num_fwd))))[1]
-    return fn(gm, None)
+    # functorch 1.13's min-cut sizes tensors from a dtype table without the complex types
+    # (NotImplementedError "Don't know the size of dtype"); torch 2.x uses element_size().
+    import functorch._src.partitioners as p113
+    table_size_of = p113._size_of
+    p113._size_of = _size_of
+    try:
+        return fn(gm, None)
+    finally:
+        p113._size_of = table_size_of
+
+
+def _size_of(meta) -> int:
+    """Bytes of a tensor from its ``tensor_meta`` (any dtype)."""
+    n = torch.empty((), dtype=meta.dtype).element_size()
+    for x in meta.shape:
+        n *= int(x)
+    return n
 
 
 def _saved_descriptor(k: int, node: fx.Node, label) -> OutputDescriptor:

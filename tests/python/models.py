@@ -10,8 +10,10 @@ torch 2.x). ``TORCH2_MODELS``: constructs torch 1.13's capture refuses and the t
 exports (tests/python/test_torch2_constructs.py checks both). ``lane_models()`` is what the
 running torch exports; ``build(name)`` builds any of them.
 
-Names: mlp, cnn_bn, resnet18, mobilenet_v2, frozen, two_io, attention, upsample;
-torch 2.x only: autograd_function, one_hot, bn_momentum_none.
+Names: mlp, cnn_bn, resnet18, mobilenet_v2, frozen, two_io, attention, upsample,
+autograd_function, and the
+fidelity zoo (``zoo_models.ZOO``: recurrent nets, checkpointing, tied weights, ...);
+torch 2.x only: one_hot, bn_momentum_none.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from typing import Callable, Dict, Tuple
 
 import torch
 import torch.nn as nn
+
+from zoo_models import ZOO
 
 Factory = Callable[[], Tuple[nn.Module, Tuple[torch.Tensor, ...]]]
 
@@ -233,10 +237,11 @@ MODELS: Dict[str, Factory] = {
     "two_io": build_two_io,
     "attention": build_attention,
     "upsample": build_upsample,
+    "autograd_function": build_autograd_function,
+    **ZOO,
 }
 
 TORCH2_MODELS: Dict[str, Factory] = {
-    "autograd_function": build_autograd_function,
     "one_hot": build_one_hot,
     "bn_momentum_none": build_bn_momentum_none,
 }

@@ -54,6 +54,27 @@ def eager_train(name):
     return [o.detach() for o in outs], grads, buffers
 
 
+@functools.lru_cache(maxsize=None)
+def mutated_in_eager(name, train):
+    """FQNs of the parameters and buffers one forward (training or eval mode) changes."""
+    model, args = models.build(name)
+    model.train(train)
+    before = {n: t.detach().clone() for n, t in model.state_dict(keep_vars=True).items()}
+    with torch.set_grad_enabled(train):
+        model(*args)
+    after = model.state_dict(keep_vars=True)
+    return sorted(n for n, t in before.items() if not torch.equal(t, after[n].detach()))
+
+
+@functools.lru_cache(maxsize=None)
+def differentiable_outputs(name):
+    """Indices of the flat training outputs that require grad (outputs aliasing an input or
+    computed without parameters get no tangent)."""
+    model, args = models.build(name)
+    outs = pytree.tree_flatten(model.train()(*args))[0]
+    return [i for i, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
+
+
 # ---------------------------------------------------------------------------- layout
 
 def test_entries_stored_and_aligned(case):
@@ -124,23 +145,23 @@ def test_forward_backward_calling_convention(case):
     saved_in = sorted(gi.descriptor.idx for gi in bw.inputs
                       if gi.descriptor.kind is InputKind.Saved)
     assert saved_in == saved_out
-    # one Tangent per differentiable (floating) user output
+    # one Tangent per differentiable (floating, requiring grad in eager) user output
     fw_values = {go.descriptor: fw.values[go.value] for go in fw.outputs}
     tangents = [gi.descriptor.output for gi in bw.inputs if gi.descriptor.kind is InputKind.Tangent]
     for t in tangents:
         assert t.kind is OutputKind.Plain
         assert pt2rt.dtypes.to_dtype(fw_values[t].meta.dtype).is_floating_point
-    plain = [d for d in fw_values if d.kind is OutputKind.Plain]
-    float_plain = [d for d in plain if pt2rt.dtypes.to_dtype(fw_values[d].meta.dtype)
-                   .is_floating_point]
-    assert sorted(t.idx for t in tangents) == sorted(d.idx for d in float_plain)
-    # every buffer a training forward mutates is an InputMutation(of=Buffer)
+    assert sorted(t.idx for t in tangents) == differentiable_outputs(case.name)
+    # every parameter/buffer a training forward mutates in eager is an InputMutation
     mutated = sorted(go.descriptor.of.fqn for go in fw.outputs
                      if go.descriptor.kind is OutputKind.InputMutation)
-    bn_buffers = sorted(n for n, _ in case.model.named_buffers())
-    assert mutated == bn_buffers
+    assert mutated == mutated_in_eager(case.name, True)
     inf = case.loaded.graph(GraphRole.Inference)
-    assert all(go.descriptor.kind is OutputKind.Plain for go in inf.outputs)
+    mutated = sorted(go.descriptor.of.fqn for go in inf.outputs
+                     if go.descriptor.kind is OutputKind.InputMutation)
+    assert mutated == mutated_in_eager(case.name, False)
+    assert all(go.descriptor.kind in (OutputKind.Plain, OutputKind.InputMutation)
+               for go in inf.outputs)
 
 
 def test_user_inputs_named_after_forward_parameters(case):
@@ -193,7 +214,7 @@ def test_bundled_references_match_eager(case):
     assert sorted(ex.buffers) == sorted(buffers)
     for n, b in buffers.items():
         torch.testing.assert_close(ex.buffers[n], b)
-    assert len(ex.grad_outputs) == sum(1 for o in outs if o.is_floating_point())
+    assert len(ex.grad_outputs) == len(differentiable_outputs(case.name))
 
 
 def test_export_leaves_model_untouched(case):

@@ -20,7 +20,6 @@ TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
 # Why torch 1.13's make_fx capture refuses each construct (a fragment of its message).
 REFUSED_ON_113 = {
-    "autograd_function": "do not support the use of autograd.Function",
     "one_hot": "get value out of a tracing tensor",
     "bn_momentum_none": "data-dependent Python value: __float__()",
 }

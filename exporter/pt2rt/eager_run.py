@@ -1,0 +1,85 @@
+"""Plain eager PyTorch on a copy of the model: the ground truth an export is checked against.
+
+``eager_train_run`` and ``eager_eval_outputs`` run ``copy.deepcopy(model)`` exactly as a user
+would — ``model(*args, **kwargs)``, then ``torch.autograd.backward(outputs, ones)`` — never
+through the capture's parameter substitution (``model_call.substituted``), so a capture bug
+(a parameter traced as a constant, a recomputation reading the wrong weights) shows up as a
+difference instead of being reproduced by the references. The user's model is not touched
+(forward-time mutations such as ``nn.Embedding(max_norm=...)`` or BatchNorm statistics land
+in the copy).
+
+Used by ``capture.capture`` (gradient-path sanity, ``fidelity.check_gradient_paths``) and by
+``examples.eager_example`` (the bundled references ``verify`` compares against).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence
+
+import torch
+
+from .errors import ExportError
+from .graph_ir import ExportSignature
+from .model_call import flat_outputs, fresh, training_mode
+
+
+@dataclass
+class EagerTrainRun:
+    """One training-mode forward + backward of a model copy.
+
+    ``outputs``: the flat forward outputs (detached). ``diff``: indices of the differentiable
+    outputs (floating, requiring grad), whose cotangents are ``ones_like``. ``param_grads``:
+    ``.grad`` by FQN (``named_parameters()``: tied weights once) for every trainable parameter,
+    ``None`` where no gradient reached it. ``input_grads``: by flat input index, for inputs
+    that require grad. ``buffers``: ``named_buffers()`` after the forward.
+    """
+
+    outputs: List[torch.Tensor]
+    diff: List[int]
+    param_grads: Dict[str, object] = field(default_factory=dict)
+    input_grads: Dict[int, object] = field(default_factory=dict)
+    buffers: Dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def _copy(model: torch.nn.Module) -> torch.nn.Module:
+    try:
+        return copy.deepcopy(model)
+    except Exception as e:  # deepcopy raises whatever the model's attributes raise
+        raise ExportError(f"pt2rt.export: cannot copy {type(model).__name__} to compute the "
+                          f"eager references ({type(e).__name__}: {e}); export with "
+                          "bundle_examples=False") from e
+
+
+def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
+                    user_inputs: Sequence[torch.Tensor]) -> EagerTrainRun:
+    """Training forward + backward (ones as cotangents) on a copy of ``model``.
+
+    Raises:
+        ExportError: the model cannot be copied.
+        Whatever the model's forward raises.
+    """
+    m = _copy(model)
+    xs = [fresh(x, x.requires_grad) for x in user_inputs]
+    args, kwargs = sig.split(xs)
+    with training_mode(m, True), torch.enable_grad():
+        outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
+        diff = [i for i, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
+        if diff:
+            torch.autograd.backward([outs[i] for i in diff],
+                                    [torch.ones_like(outs[i]) for i in diff])
+    return EagerTrainRun(
+        outputs=[o.detach() for o in outs], diff=diff,
+        param_grads={n: p.grad for n, p in m.named_parameters() if p.requires_grad},
+        input_grads={i: x.grad for i, x in enumerate(xs) if x.requires_grad},
+        buffers={n: b.detach() for n, b in m.named_buffers()})
+
+
+def eager_eval_outputs(model: torch.nn.Module, sig: ExportSignature,
+                       user_inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """Eval-mode outputs under ``torch.no_grad()`` of a copy of ``model``."""
+    m = _copy(model)
+    args, kwargs = sig.split([fresh(x) for x in user_inputs])
+    with training_mode(m, False), torch.no_grad():
+        outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
+    return outs
