@@ -96,8 +96,26 @@ def _legit_no_stats(input, weight, bias, training, momentum, eps):
                                           eps)
 
 
+# torch 2.x's decompositions of upsampling and other gathers (torch._decomp) emit
+# ``aten::_unsafe_index`` / ``aten::_unsafe_index_put``: the same gathers and scatters as
+# ``aten::index.Tensor`` / ``aten::index_put`` without the bounds check of the indices. An
+# archive is untrusted input, so pt2rt's operator policy refuses the unchecked pair at load
+# (schema/README.md "Operator policy"); the exporter writes the checked ops instead, which
+# compute the same values for in-range indices (the only ones a traced model produces) and
+# exist in LibTorch 1.13 too.
+
+def _index_checked(self, indices):
+    return aten.index.Tensor(self, indices)
+
+
+def _index_put_checked(self, indices, values, accumulate=False):
+    return aten.index_put.default(self, indices, values, accumulate)
+
+
 def portable_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     """The decomposition table capture_torch2 applies before the caller's (see above)."""
     return {aten._native_batch_norm_legit_functional.default: _legit_functional,
             aten._native_batch_norm_legit_no_training.default: _legit_no_training,
-            aten._native_batch_norm_legit.no_stats: _legit_no_stats}
+            aten._native_batch_norm_legit.no_stats: _legit_no_stats,
+            aten._unsafe_index.Tensor: _index_checked,
+            aten._unsafe_index_put.default: _index_put_checked}

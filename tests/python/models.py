@@ -102,8 +102,8 @@ class Attention(nn.Module):
 
 class Upsample(nn.Module):
     """Conv-ReLU, nearest 2x upsampling (F.interpolate), Conv; input float32[2, 3, 6, 6] ->
-    [2, 2, 12, 12]. torch 2.x traces the upsampling to ``_unsafe_index``, torch 1.13 to
-    ``upsample_nearest2d``."""
+    [2, 2, 12, 12]. torch 2.x traces the upsampling to ``_unsafe_index`` (exported as the
+    bounds-checked ``index.Tensor``), torch 1.13 to ``upsample_nearest2d``."""
 
     def __init__(self) -> None:
         super().__init__()
