@@ -53,7 +53,7 @@ TEST_CASE("hostile: a mapped load refuses every reproducer archive as a read loa
   CHECK(archives >= 10);
 }
 
-TEST_CASE("hostile: every truncation of a valid archive is refused alike, mapped or read",
+TEST_CASE("hostile: every truncation of a valid archive is refused alike mapped or read",
           "[hostile][loader][mapped]") {
   TempDir dir;
   const Bytes whole = fixture_archive();

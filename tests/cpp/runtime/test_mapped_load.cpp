@@ -44,7 +44,7 @@ std::vector<at::Tensor> sgd_step(Model& m, const std::vector<at::Tensor>& x,
 
 }  // namespace
 
-TEST_CASE("a mapped load computes what a read load does, and never writes the file",
+TEST_CASE("a mapped load computes what a read load does and never writes the file",
           "[mapped][parity]") {
   const std::string path = archive_path("cnn_bn", "default");
   const std::vector<char> before = file_bytes(path);
