@@ -36,8 +36,10 @@ Call pt2rt_training(const std::string& path, const Workload& w) {
   };
 }
 
-Call pt2rt_load(const std::string& path) {
-  return [path] { Model m = Model::load(path); };
+Call pt2rt_load(const std::string& path, bool map_weights) {
+  LoadOptions options;
+  options.map_weights = map_weights;
+  return [path, options] { Model m = Model::load(path, c10::kCPU, options); };
 }
 
 }  // namespace pt2rt::bench

@@ -59,11 +59,12 @@ int cmd_run(int argc, char** argv) {
 
   Model model = Model::load(path, device, load_options(result));
   if (!result.count("inputs")) {
-    if (model.program().examples.empty()) {
+    const std::vector<Example> examples = model.examples();
+    if (examples.empty()) {
       throw UsageError(path + " has no bundled example; give --inputs");
     }
-    for (const auto& t : model.program().examples[0].inputs) inputs.push_back(to_tensor(t));
-    std::cout << "inputs: bundled example '" << model.program().examples[0].name << "'\n";
+    for (const auto& t : examples[0].inputs) inputs.push_back(to_tensor(t));
+    std::cout << "inputs: bundled example '" << examples[0].name << "'\n";
   }
   inputs = to_device(inputs, device);
   if (train && !has_training_graphs(model.program())) {

@@ -151,7 +151,8 @@ int cmd_verify(int argc, char** argv) {
   const c10::Device device = parse_device(result["device"].as<std::string>());
   Model model = Model::load(path, device, load_options(result));
   const Program& program = model.program();
-  if (program.examples.empty()) {
+  const std::vector<Example> examples = model.examples();  // decoded now, not kept by the model
+  if (examples.empty()) {
     std::cout << path << ": no bundled examples, nothing to verify\n";
     return kExitOk;
   }
@@ -159,7 +160,7 @@ int cmd_verify(int argc, char** argv) {
   const Graph* sig = signature_graph(program);
   Table table;
   bool any_references = false;
-  for (const auto& example : program.examples) {
+  for (const auto& example : examples) {
     const auto inputs = to_device(to_tensors(example.inputs), device);
     const std::string& name = example.name;
     auto outputs = run_inference(model, inputs, nullptr);
@@ -199,7 +200,7 @@ int cmd_verify(int argc, char** argv) {
   table.print(std::cout);
   if (!any_references) {
     std::cout << path << ": no references (the weights were re-saved after export); ran "
-              << program.examples.size() << " example(s) and checked outputs against the "
+              << examples.size() << " example(s) and checked outputs against the "
               << "signature: " << (table.all_pass() ? "ok" : "MISMATCH") << "\n";
     return table.all_pass() ? kExitOk : kExitCheckFailed;
   }
@@ -209,7 +210,7 @@ int cmd_verify(int argc, char** argv) {
     return kExitCheckFailed;
   }
   std::cout << "OK: " << table.size() << " checks match the eager references ("
-            << program.examples.size() << " example(s), device " << device << ")\n";
+            << examples.size() << " example(s), device " << device << ")\n";
   return kExitOk;
 }
 

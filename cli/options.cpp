@@ -50,6 +50,9 @@ void add_load_options(cxxopts::Options& options) {
        "bytes)", cxxopts::value<std::string>())
       ("trusted", "the archive comes from a trusted source: no run bounds, dynamic shapes "
        "accepted (the operator policy still applies; see --allow-op)");
+  options.add_options("loading")
+      ("map", "memory-map the archive instead of reading it (LoadOptions::map_weights): "
+       "weights view the file, load is O(metadata); entry CRCs are not checked");
   // clang-format on
 }
 
@@ -76,6 +79,7 @@ LoadOptions load_options(const cxxopts::ParseResult& result) {
     o.run.max_bytes = o.run.max_work = RunLimits::kUnlimited;
     o.allow_symbolic_shapes = true;
   }
+  o.map_weights = result.count("map") != 0;
   if (result.count("allow-op")) o.allow_operators = result["allow-op"].as<std::vector<std::string>>();
   return o;
 }

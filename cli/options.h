@@ -39,7 +39,7 @@ struct ModelArgs {
 /// Adds the options that widen what loading lets an archive do (pt2rt/load_options.h; the
 /// defaults are pt2rt's untrusted-archive policy): --allow-op NAME (repeatable),
 /// --max-run-bytes N, --max-run-work N, --trusted (no run bounds, dynamic shapes accepted;
-/// the operator policy still applies).
+/// the operator policy still applies), and --map (LoadOptions::map_weights).
 void add_load_options(cxxopts::Options& options);
 /// The LoadOptions those options give.
 /// @throws UsageError for a bound that is not a positive integer.

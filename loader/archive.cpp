@@ -297,24 +297,40 @@ Archive Archive::from_bytes(const uint8_t* data, size_t size) {
   if (data == nullptr) throw FormatError(kMemory + ": null buffer");
   auto impl = std::make_unique<Impl>();
   impl->source = kMemory;
-  impl->size = size;
   impl->bytes.assign(data, data + size);
+  const uint8_t* bytes = impl->bytes.data();  // before impl is moved (argument order)
+  return open_buffer(std::move(impl), bytes, size);
+}
+
+Archive Archive::open_mapped(std::shared_ptr<const MappedFile> file) {
+  if (!file) throw FormatError("<mapping>: null mapped file");
+  if (file->size() == 0) throw FormatError(file->path() + ": not a zip archive (empty file)");
+  auto impl = std::make_unique<Impl>();
+  impl->source = file->path();
+  impl->mapping = std::move(file);
+  const uint8_t* data = impl->mapping->data();  // before impl is moved (argument order)
+  const size_t size = impl->mapping->size();
+  return open_buffer(std::move(impl), data, size);
+}
+
+// Opens the zip held in `data` (owned by `impl`: its copy or its mapping) without copying it.
+Archive Archive::open_buffer(std::unique_ptr<Impl> impl, const uint8_t* data, size_t size) {
+  const std::string source = impl->source;
+  impl->size = size;
   zip_error_t err;
   zip_error_init(&err);
-  zip_source_t* src = zip_source_buffer_create(impl->bytes.data(), impl->bytes.size(), 0, &err);
+  zip_source_t* src = zip_source_buffer_create(data, size, 0, &err);
   if (src == nullptr) {
     const std::string text = zip_error_text(&err);
     zip_error_fini(&err);
-    throw FormatError(kMemory + ": cannot open (libzip: " + text + ")");
+    throw FormatError(source + ": cannot open (libzip: " + text + ")");
   }
-  zip_t* za = open_zip_source(src, &err, kMemory);
-  impl->za = za;
+  impl->za = open_zip_source(src, &err, source);
   std::vector<detail::ZipLayoutEntry> layout;
   try {
-    layout = detail::read_zip_layout(impl->bytes.size(),
-                                     detail::read_at_memory(impl->bytes.data(), impl->bytes.size()));
+    layout = detail::read_zip_layout(size, detail::read_at_memory(data, size));
   } catch (const detail::ZipLayoutError& e) {
-    throw FormatError(kMemory + ": malformed zip structure: " + e.what());
+    throw FormatError(source + ": malformed zip structure: " + e.what());
   }
   auto archive = open_source(std::move(impl));
   attach_layout(*archive.impl_, layout);
@@ -421,6 +437,26 @@ std::vector<uint8_t> Archive::read(const std::string& name, uint64_t max_size) c
   std::vector<uint8_t> out;
   read_compressed_locked(*impl_, idx, e.size, out);
   return out;
+}
+
+const std::shared_ptr<const MappedFile>& Archive::mapping() const { return impl_->mapping; }
+
+const uint8_t* Archive::mapped_entry(const std::string& name) const {
+  const EntryInfo& e = entry(name);
+  if (!impl_->mapping) return nullptr;
+  if (!e.stored) {
+    throw FormatError(impl_->source + ": entry " + quoted(name, 256) +
+                      " is compressed (zip method " + std::to_string(e.method) +
+                      "); only STORED entries can be used in place");
+  }
+  const uint64_t file_size = impl_->mapping->size();
+  if (e.data_offset > file_size || e.size > file_size - e.data_offset) {
+    throw FormatError(impl_->source + ": entry " + quoted(name, 256) + ": data [" +
+                      std::to_string(e.data_offset) + ", +" + std::to_string(e.size) +
+                      ") lies outside the mapped file of " + std::to_string(file_size) +
+                      " bytes");
+  }
+  return impl_->mapping->data() + e.data_offset;
 }
 
 void Archive::read_into(const std::string& name, void* dst, uint64_t size) const {

@@ -5,12 +5,14 @@
 #include <zip.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "pt2rt/archive.h"
+#include "pt2rt/mapped_file.h"
 
 namespace pt2rt {
 
@@ -18,6 +20,7 @@ struct Archive::Impl {
   std::string source;                 ///< path, or "<memory>"
   uint64_t size = 0;                  ///< bytes of the archive file / buffer
   std::vector<uint8_t> bytes;         ///< from_bytes: the owned copy libzip reads from
+  std::shared_ptr<const MappedFile> mapping;  ///< open_mapped: the mapping libzip reads from
   zip_t* za = nullptr;                ///< owned; every use holds `mu`
   std::vector<EntryInfo> entries;     ///< libzip index order
   std::unordered_map<std::string, uint64_t> index;  ///< name -> libzip index

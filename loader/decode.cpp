@@ -90,7 +90,7 @@ void check_schema_version(uint32_t major, uint32_t minor) {
 /// type is set and whose value is absent.
 class Converter {
  public:
-  explicit Converter(uint64_t budget) : budget_(budget) {}
+  Converter(uint64_t budget, BundledExamples examples) : budget_(budget), examples_(examples) {}
 
   Program convert(const fbs::Program& p) {
     Program out;
@@ -130,7 +130,8 @@ class Converter {
         out.graphs.push_back(graph(*gs->Get(i), i));
       }
     }
-    if (const auto* exs = p.examples()) {
+    const auto* exs = examples_ == BundledExamples::Decode ? p.examples() : nullptr;
+    if (exs != nullptr) {
       for (flatbuffers::uoffset_t i = 0; i < exs->size(); ++i) {
         where_ = "example " + std::to_string(i);
         out.examples.push_back(example(*exs->Get(i)));
@@ -148,6 +149,7 @@ class Converter {
  private:
   std::string where_;
   const uint64_t budget_;
+  const BundledExamples examples_;
   uint64_t used_ = 0;
 
   [[noreturn]] void bad(const std::string& what) const { fail(where_ + ": " + what); }
@@ -547,8 +549,10 @@ class Converter {
 
 }  // namespace
 
-std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size,
-                                              const ArchiveLimits& limits) {
+namespace {
+
+std::shared_ptr<Program> decode(const uint8_t* data, size_t size, const ArchiveLimits& limits,
+                                BundledExamples examples) {
   if (data == nullptr || size < kMinBufferSize) {
     fail(std::to_string(size) + " bytes is too small for a FlatBuffer (minimum " +
          std::to_string(kMinBufferSize) + ")");
@@ -594,13 +598,24 @@ std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size,
   if (root->schema_version() == nullptr) fail("schema_version is missing");
   if (!peeked) check_schema_version(root->schema_version()->major(), root->schema_version()->minor());
 
-  auto program =
-      std::make_shared<Program>(Converter(limits.decoded_bytes_for(size)).convert(*root));
+  auto program = std::make_shared<Program>(
+      Converter(limits.decoded_bytes_for(size), examples).convert(*root));
   validate_program(*program);
   return program;
 }
 
-std::vector<uint8_t> read_program_bytes(const Archive& archive, const ArchiveLimits& limits) {
+}  // namespace
+
+std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size,
+                                              const ArchiveLimits& limits,
+                                              BundledExamples examples) {
+  return decode(data, size, limits, examples);
+}
+
+namespace {
+
+/// program.fb's entry checks: STORED, at most the program limit. Returns that limit.
+uint64_t check_program_entry(const Archive& archive, const ArchiveLimits& limits) {
   const EntryInfo& e = archive.entry(kProgramEntry);
   if (!e.stored) {
     throw FormatError(archive.source() + ": entry '" + kProgramEntry + "' is compressed (method " +
@@ -612,16 +627,48 @@ std::vector<uint8_t> read_program_bytes(const Archive& archive, const ArchiveLim
                       std::to_string(e.size) + " bytes, more than the limit of " +
                       std::to_string(limit) + " (ArchiveLimits::max_program_bytes)");
   }
-  return archive.read(kProgramEntry, limit);
+  return limit;
 }
 
-std::shared_ptr<const Program> read_program(const Archive& archive, const ArchiveLimits& limits) {
-  const std::vector<uint8_t> bytes = read_program_bytes(archive, limits);
+}  // namespace
+
+std::vector<uint8_t> read_program_bytes(const Archive& archive, const ArchiveLimits& limits) {
+  return archive.read(kProgramEntry, check_program_entry(archive, limits));
+}
+
+namespace {
+
+std::shared_ptr<Program> read_and_decode(const Archive& archive, const ArchiveLimits& limits,
+                                         BundledExamples examples) {
+  std::vector<uint8_t> bytes;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  if (archive.mapping()) {
+    // The entry checks of read_program_bytes, then the program is decoded in place.
+    check_program_entry(archive, limits);
+    data = archive.mapped_entry(kProgramEntry);
+    size = static_cast<size_t>(archive.entry(kProgramEntry).size);
+  } else {
+    bytes = read_program_bytes(archive, limits);
+    data = bytes.data();
+    size = bytes.size();
+  }
   try {
-    return decode_program(bytes.data(), bytes.size(), limits);
+    return decode(data, size, limits, examples);
   } catch (const FormatError& err) {
     throw FormatError(archive.source() + ": " + err.message());
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const Program> read_program(const Archive& archive, const ArchiveLimits& limits,
+                                            BundledExamples examples) {
+  return read_and_decode(archive, limits, examples);
+}
+
+std::vector<Example> read_examples(const Archive& archive, const ArchiveLimits& limits) {
+  return std::move(read_and_decode(archive, limits, BundledExamples::Decode)->examples);
 }
 
 }  // namespace pt2rt

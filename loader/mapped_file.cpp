@@ -16,7 +16,9 @@ namespace pt2rt {
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   std::shared_ptr<MappedFile> m(new MappedFile());
   m->path_ = path;
-  m->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused below as not a
+  // regular file); it has no effect on regular files.
+  m->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (m->fd_ < 0) {
     throw FormatError(path + ": cannot open for mapping: " + std::strerror(errno));
   }

@@ -11,6 +11,8 @@
 #include "pt2rt/archive.h"
 #include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
+#include "pt2rt/mapped_file.h"
+#include "pt2rt/mapped_weights.h"
 #include "pt2rt/weights.h"
 
 namespace pt2rt {
@@ -19,8 +21,13 @@ namespace {
 
 std::shared_ptr<ModelState> load_state(std::shared_ptr<const Archive> archive,
                                        c10::Device device, const LoadOptions& options) {
-  std::shared_ptr<const Program> program = read_program(*archive, options.archive);
-  std::vector<at::Tensor> weights = load_weights(*archive, *program, device);
+  std::shared_ptr<const Program> program =
+      read_program(*archive, options.archive, BundledExamples::Skip);
+  // A mapped archive's weights are views of the mapping on CPU; for another device they are
+  // read (from the mapped pages) and copied there.
+  std::vector<at::Tensor> weights = archive->mapping() && device.is_cpu()
+                                        ? map_weights(archive->mapping(), *archive, *program)
+                                        : load_weights(*archive, *program, device);
   auto state =
       compile_model(std::move(program), std::move(weights), device, options, archive->size());
   state->archive = std::move(archive);
@@ -49,7 +56,8 @@ Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
 Model Model::load(const std::string& path, c10::Device device, const LoadOptions& options) {
-  auto archive = std::make_shared<const Archive>(Archive::open(path));
+  auto archive = std::make_shared<const Archive>(
+      options.map_weights ? Archive::open_mapped(MappedFile::open(path)) : Archive::open(path));
   return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device, options), false}));
 }
 
@@ -127,6 +135,12 @@ bool Model::is_training() const { return impl_->training; }
 c10::Device Model::device() const { return impl_->state->device; }
 
 const Program& Model::program() const { return *impl_->state->program; }
+
+std::vector<Example> Model::examples() const {
+  const ModelState& s = *impl_->state;
+  if (!s.archive) return s.program->examples;
+  return read_examples(*s.archive, s.archive_limits);
+}
 
 const ModelState& model_state(const Model& model) { return *model.impl_->state; }
 

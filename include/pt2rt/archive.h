@@ -20,6 +20,9 @@
 // for any alignment; the CRC-32 of every entry is checked when its last byte is read.
 // EntryInfo::data_offset comes from a small central-directory walk (libzip has no public
 // API for it) and lets callers check the 64-byte alignment the format promises.
+// An archive opened on a mapping (open_mapped) can also hand out its STORED entries in place
+// (mapped_entry): Model::load with LoadOptions::map_weights decodes program.fb and views the
+// weights there, so load reads only the pages it touches.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +34,8 @@
 #include "pt2rt/limits.h"
 
 namespace pt2rt {
+
+class MappedFile;
 
 /// Facts about one zip entry, read from the central directory.
 struct EntryInfo {
@@ -60,6 +65,13 @@ class Archive {
   /// Opens an archive held in memory; the bytes are copied and owned by the Archive.
   /// @throws FormatError as open().
   static Archive from_bytes(const uint8_t* data, size_t size);
+  /// Opens the archive held by a memory-mapped file (pt2rt/mapped_file.h) without copying
+  /// it: libzip and the layout walk read the mapping, so every check of open() and
+  /// from_bytes() applies unchanged (names, duplicates, local headers against the central
+  /// directory, each entry's data inside the file, archive_format, archive_version,
+  /// program.fb present). The Archive keeps `file` alive; source() is file->path().
+  /// @throws FormatError as open().
+  static Archive open_mapped(std::shared_ptr<const MappedFile> file);
 
   Archive(Archive&&) noexcept;
   Archive& operator=(Archive&&) noexcept;
@@ -89,12 +101,22 @@ class Archive {
   ///   (both numbers in the message), or a read fails (short read, CRC error).
   void read_into(const std::string& name, void* dst, uint64_t size) const;
 
+  /// The mapping this archive was opened on (open_mapped), or null.
+  const std::shared_ptr<const MappedFile>& mapping() const;
+  /// For an archive opened with open_mapped: a pointer to the bytes of STORED entry `name`
+  /// inside the mapping (entry.size bytes, valid while the mapping lives; the CRC-32 is not
+  /// checked — that would read every byte). Null for other archives.
+  /// @throws FormatError when the entry is missing, compressed, or its data lies outside the
+  ///   mapped file.
+  const uint8_t* mapped_entry(const std::string& name) const;
+
   struct Impl;  ///< opaque; defined loader-internally (loader/archive_internal.h)
 
  private:
   friend struct detail::ArchiveAccess;
   explicit Archive(std::unique_ptr<Impl> impl);
   static Archive open_source(std::unique_ptr<Impl> impl);
+  static Archive open_buffer(std::unique_ptr<Impl> impl, const uint8_t* data, size_t size);
   std::unique_ptr<Impl> impl_;
 };
 

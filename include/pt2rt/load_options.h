@@ -62,6 +62,19 @@ struct LoadOptions {
   /// symbol without an upper bound has no worst case: such a program is refused unless this
   /// is set (for archives from a trusted source), and is then checked at its hints only.
   bool allow_symbolic_shapes = false;
+  /// Memory-map the archive file instead of reading it (Model::load from a path, CPU device):
+  /// program.fb is decoded in place and every weight is a tensor viewing its entry in the
+  /// mapping (pt2rt/mapped_weights.h), so load costs O(metadata) and resident memory grows
+  /// only by the pages a run touches (shared with the page cache). Every check of a read
+  /// load applies (entry names and layout, data inside the file, STORED, 64-byte alignment,
+  /// sizes, the decode budget, the meta-device run bounds) except the entries' CRC-32.
+  /// The mapping is private copy-on-write: training and in-place updates work, each written
+  /// page becoming a private copy; the file is never modified. The file must not be
+  /// truncated or rewritten in place while the model lives (a truncated mapping faults with
+  /// SIGBUS on access, as any mmap; pt2rt's own writers replace files by rename, which is
+  /// safe). Ignored for Model::load from memory; for a non-CPU device the weights are read
+  /// from the mapping and copied to the device.
+  bool map_weights = false;
 };
 
 }  // namespace pt2rt

@@ -86,7 +86,14 @@ class Model {
   bool is_training() const;
 
   c10::Device device() const;
+  /// The decoded program. Its bundled examples are not decoded at load (Program::examples is
+  /// empty for a loaded model): they are read when asked for, through examples().
   const Program& program() const;
+  /// The bundled examples (inputs and eager references), decoded from the source archive on
+  /// each call and owned by the caller — nothing of them stays resident with the model.
+  /// For a model made by from_program: a copy of its program's examples.
+  /// @throws FormatError as load (the archive is read and checked again).
+  std::vector<Example> examples() const;
 
   /// Writes the current parameter and buffer values into a copy of the source archive at
   /// `path`: temp file in the same directory, fsync, rename. Bundled example inputs are

@@ -301,6 +301,13 @@ struct Program {
   const Graph* graph(GraphRole role) const;
 };
 
+/// Whether decode_program converts the bundled examples (inputs and eager references — the
+/// references hold a copy of every parameter gradient, as large as the weights). Skip leaves
+/// Program::examples empty: the FlatBuffers Verifier still checks their tables, but no byte
+/// of them is copied, charged or kept. Model::load skips them; Model::examples() and
+/// read_examples decode them when asked for.
+enum class BundledExamples { Decode, Skip };
+
 /// Decodes and validates `program.fb` bytes: size (ArchiveLimits::max_program_bytes),
 /// FlatBuffers Verifier (bounded depth and table count), schema major version (a higher minor
 /// is accepted), conversion into this IR within ArchiveLimits::decoded_bytes_for(size) bytes
@@ -312,7 +319,8 @@ struct Program {
 /// @param data, size  the bytes of program.fb; not retained.
 /// @throws FormatError naming the entry "program.fb" and what is wrong.
 std::shared_ptr<const Program> decode_program(const uint8_t* data, size_t size,
-                                              const ArchiveLimits& limits = {});
+                                              const ArchiveLimits& limits = {},
+                                              BundledExamples examples = BundledExamples::Decode);
 
 class Archive;
 
@@ -323,9 +331,18 @@ class Archive;
 /// @throws FormatError naming the archive and the entry.
 std::vector<uint8_t> read_program_bytes(const Archive& archive, const ArchiveLimits& limits = {});
 
-/// read_program_bytes, then decode_program.
+/// read_program_bytes, then decode_program. For an archive opened on a mapping
+/// (Archive::open_mapped) the program is decoded in place from the mapped entry, with every
+/// check of read_program_bytes and decode_program but the entry's CRC-32 (reading it would
+/// touch every byte of the bundled examples).
 /// @throws FormatError naming the archive and the entry.
 std::shared_ptr<const Program> read_program(const Archive& archive,
-                                            const ArchiveLimits& limits = {});
+                                            const ArchiveLimits& limits = {},
+                                            BundledExamples examples = BundledExamples::Decode);
+
+/// The bundled examples of `archive`'s program (read_program with examples decoded, then
+/// only its examples kept). What Model::examples() returns for a loaded model.
+/// @throws FormatError as read_program.
+std::vector<Example> read_examples(const Archive& archive, const ArchiveLimits& limits = {});
 
 }  // namespace pt2rt

@@ -27,6 +27,14 @@ def test_fresh_export_verifies(cli, archives, name):
     assert "max abs err" in r.out and "FAIL" not in r.out
 
 
+def test_mapped_load_verifies_alike(cli, archives):
+    """--map (LoadOptions::map_weights): the same checks pass on the memory-mapped weights."""
+    path = archives.get("cnn_bn").path
+    read, mapped = cli.ok("verify", path).out, cli.ok("verify", path, "--map").out
+    assert "OK:" in mapped
+    assert mapped.splitlines()[-1] == read.splitlines()[-1]
+
+
 def test_table_lists_outputs_grads_and_buffers(cli, archives):
     a = archives.get("cnn_bn")
     out = cli.ok("verify", a.path).out
