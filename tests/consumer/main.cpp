@@ -15,10 +15,10 @@ int main(int argc, char** argv) {
   }
   try {
     pt2rt::Model model = pt2rt::Model::load(argv[1], at::kCPU);
-    const pt2rt::Program& program = model.program();
-    if (program.examples.empty()) throw std::runtime_error("archive has no bundled example");
+    const std::vector<pt2rt::Example> examples = model.examples();  // read on demand
+    if (examples.empty()) throw std::runtime_error("archive has no bundled example");
     std::vector<at::Tensor> inputs;
-    for (const auto& t : program.examples[0].inputs) {
+    for (const auto& t : examples[0].inputs) {
       at::Tensor x = at::empty(t.sizes, at::TensorOptions().dtype(t.dtype));
       std::memcpy(x.data_ptr(), t.data.data(), t.data.size());
       inputs.push_back(x);
