@@ -14,6 +14,26 @@ namespace {
 
 using torch::jit::Stack;
 
+// aten::_assert_async(Tensor self[, str assert_msg]): raises unless `self` (one element) is
+// non-zero. Run here as a host-side check (Tensor::is_nonzero copies the element to the host),
+// never as ATen's kernel: on CUDA that is a device-side assert, which ends the process's CUDA
+// context — an archive must not be able to do that. On the meta device (the load-time check)
+// there is no value to test.
+template <bool WithMessage>
+void assert_async(Stack& s) {
+  std::string msg = "assertion failed (aten::_assert_async)";
+  if (WithMessage) {
+    msg = s.back().toStringRef();
+    s.pop_back();
+  }
+  at::Tensor t = s.back().toTensor();
+  s.pop_back();
+  if (t.is_meta()) return;
+  TORCH_CHECK(t.numel() == 1, "aten::_assert_async: expected a one-element tensor, got ",
+              t.numel(), " elements");
+  TORCH_CHECK(t.is_nonzero(), msg);
+}
+
 void getitem(Stack& s) {
   int64_t idx = s.back().toInt();
   s.pop_back();
@@ -170,6 +190,8 @@ Registry make_registry() {
     r.emplace(key, NativeOp{std::move(fs), k});
   };
   add("prim::getitem(Tensor[] list, int idx) -> Tensor", &getitem);
+  add("aten::_assert_async(Tensor self) -> ()", &assert_async<false>);
+  add("aten::_assert_async.msg(Tensor self, str assert_msg) -> ()", &assert_async<true>);
   for (const char* ns : {"sym::", "aten::sym_"}) {
     std::string p = ns;
     add(p + "size(Tensor self, int dim) -> int", &tensor_dim_query<&size_of>);

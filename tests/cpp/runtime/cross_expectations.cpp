@@ -22,7 +22,6 @@ const std::vector<Expectation>& table() {
       {"attention", 2, 1,
        {"aten::_scaled_dot_product_flash_attention_for_cpu",
         "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}},
-      {"one_hot", 2, 1, {"aten::_assert_async.msg"}},
   };
   return t;
 }
