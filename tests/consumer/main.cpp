@@ -2,6 +2,7 @@
 // public API: load an archive, run inference on its bundled example, take one SGD step.
 // Usage: consumer <model.pt2>; prints "consumer: ok" and exits 0 when everything worked.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <pt2rt/errors.h>
 #include <pt2rt/model.h>
 

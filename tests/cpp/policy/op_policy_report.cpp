@@ -26,10 +26,12 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "native_ops.h"
 #include "op_policy.h"
 #include "pt2rt/archive.h"
 #include "pt2rt/program.h"
@@ -120,7 +122,12 @@ int main(int argc, char** argv) {
     for (const auto& [name, files] : users) {
       const std::string base = name.substr(0, name.find('.'));
       const std::string overload = name.size() > base.size() ? name.substr(base.size() + 1) : "";
-      auto h = c10::Dispatcher::singleton().findSchema({base, overload});
+      // As resolve_operators: pt2rt's native ops (native_ops.h) come before the dispatcher.
+      std::optional<c10::OperatorHandle> h;
+      if (pt2rt::find_native_op(base, overload) == nullptr) {
+        auto found = c10::Dispatcher::singleton().findSchema({base, overload});
+        if (found.has_value()) h = *found;
+      }
       const pt2rt::OpVerdict v = h ? pt2rt::classify_operator(*h) : pt2rt::OpVerdict{true, "", ""};
       std::cout << (v.allowed ? "allowed " : "REFUSED ") << name << " (" << files.size()
                 << " archives" << (h ? "" : "; pt2rt native op") << ")"
