@@ -384,7 +384,7 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
       AllocationCap cap(uint64_t{64} << 20);
       costs[gi] = run.run(std::move(inputs), &unverified, &outputs);
     }
-    for (const auto& [i, cap] : unverified) g.plan->check_results_of(i, cap);
+    g.plan->check_results_of(unverified);
     enforce_bytes(costs[gi], g.graph(), limits);
     total_work = sat_add(total_work, costs[gi].work);
     enforce_work(total_work, limits);

@@ -142,16 +142,25 @@ class ExecutionPlan {
   const Program& program() const { return *program_; }
   c10::Device device() const { return device_; }
   const std::vector<Instruction>& instructions() const { return instructions_; }
-  /// Makes every run check the results of the instruction of graph node `node` (if this plan
-  /// kept it: in the main list or the cached prologue) against the declared metas and cap its
-  /// CPU allocations at `alloc_cap` bytes (Instruction::kCheckDeclared; meta_check.h sets it
-  /// for ops without a Meta kernel). Plans specialised later copy the marks.
-  void check_results_of(uint32_t node, uint64_t alloc_cap) {
+  /// Makes every run check the results of the instructions of the given graph nodes (those
+  /// this plan kept, in the main list or the cached prologue) against the declared metas and
+  /// cap their CPU allocations (Instruction::kCheckDeclared; meta_check.h marks the ops
+  /// without a Meta kernel). `caps`: (graph node, allocation cap in bytes). One pass over the
+  /// plan, whatever the number of marks. Plans specialised later copy the marks.
+  void check_results_of(const std::vector<std::pair<uint32_t, uint64_t>>& caps) {
+    if (caps.empty()) return;
+    std::vector<uint64_t> cap_of(graph_->nodes.size(), 0);
+    std::vector<bool> marked(graph_->nodes.size(), false);
+    for (const auto& [node, cap] : caps) {
+      if (node >= cap_of.size()) continue;
+      cap_of[node] = cap;
+      marked[node] = true;
+    }
     for (auto* list : {&prologue_, &instructions_}) {
       for (Instruction& ins : *list) {
-        if (ins.node != node) continue;
+        if (ins.node >= marked.size() || !marked[ins.node]) continue;
         ins.checks |= Instruction::kCheckDeclared;
-        ins.alloc_cap = alloc_cap;
+        ins.alloc_cap = cap_of[ins.node];
       }
     }
   }
