@@ -41,6 +41,7 @@ from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSigna
 from .model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
 from .model_call import flat_outputs as _flat_outputs, substituted as _substituted
 from .model_call import training_mode as _mode
+from .module_rewrites import capturable, one_hot_traceable
 from .provenance import Provenance, user_stack
 
 CAPTURE_NAME = "make_fx+functionalize (torch 1.13)"
@@ -60,9 +61,13 @@ _DATA_DEPENDENT = {torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int_
 class _DataDependenceGuard(TorchFunctionMode):
     """Real-tensor ``make_fx`` would silently bake a Python value read from a traced tensor
     (``if x.sum() > 0``, ``x.item()``, ``x.tolist()``, ``x.numpy()``) into the graph as a
-    constant; this mode turns such reads into a CaptureError naming the call site."""
+    constant; this mode turns such reads into a CaptureError naming the call site. It also
+    runs ``F.one_hot`` as ``module_rewrites.one_hot_traceable`` (ATen's reads its indices'
+    min/max as Python ints)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.nn.functional.one_hot:
+            return one_hot_traceable(*args, **(kwargs or {}))
         if func in _DATA_DEPENDENT and args and isinstance(args[0], torch.Tensor) \
                 and (get_proxy_slots(args[0]) or torch._is_functional_tensor(args[0])):
             raise CaptureError(
@@ -249,7 +254,7 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
                                                 grad_outputs=list(tang), allow_unused=True)
             return tuple(outs) + tuple(grads)
 
-        with prov.recording():
+        with prov.recording(), capturable(model):
             g1 = _trace(joint, fresh_state() + fresh_inputs() + tangents, "joint forward+backward",
                         model, {**training_decompositions(), **(decompositions or {})})
         replay_args = [_fresh(t) for t in [w.tensor for w in weights] + user_inputs + tangents]
@@ -286,7 +291,7 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
         # Traced plainly first, then functionalized by replaying the graph (as the joint):
         # functorch 1.13's functionalize refuses saved-tensor hooks, which
         # torch.utils.checkpoint installs even under no_grad.
-        with prov.recording():
+        with prov.recording(), capturable(model):
             g1 = _trace(forward, args, "inference", model, decompositions)
         gm = _replay_functionalized(g1, [_fresh(a) for a in args], prov, "inference", model)
     in_desc = [w.descriptor() for w in weights]

@@ -1,5 +1,5 @@
-"""Module forwards that the torch-2 capture runs in place of torch.nn's, where torch.nn's cannot
-be captured but an equivalent computation on tensors can.
+"""Module forwards (and functions) that the captures run in place of torch.nn's, where torch.nn's
+cannot be captured but an equivalent computation on tensors can.
 
 ``BatchNorm*`` with ``momentum=None`` (cumulative moving average) computes its update factor as
 a Python float, ``1.0 / float(self.num_batches_tracked)`` (torch/nn/modules/batchnorm.py), and
@@ -17,6 +17,13 @@ as ATen's ``batch_norm_cpu_update_stats_template`` does with ``momentum = f`` (r
 from the unbiased batch variance). Eval mode and modules without running stats keep torch.nn's
 forward (momentum is not used there). ``capturable(model)`` installs these forwards on the
 model's own instances for the duration of a capture and restores them afterwards.
+
+``F.one_hot`` (torch 1.13 capture only; torch 2.x decomposes it with ``_assert_async`` checks):
+ATen's ``one_hot`` validates its indices with ``min().item()`` / ``max().item()`` — data-dependent
+reads make_fx cannot trace. ``one_hot_traceable`` gives the same int64 result as a row
+gather from the identity, ``eye(num_classes).index_select(0, indices)``: ``index_select``
+raises for an index outside ``[0, num_classes)`` at run time as ``one_hot`` does (a graph
+never turns a bad class index into a silent zero row).
 """
 from __future__ import annotations
 
@@ -45,6 +52,26 @@ def cumulative_batch_norm_forward(self: torch.nn.modules.batchnorm._BatchNorm,
         self.running_mean.mul_(1 - factor).add_(factor * mean)
         self.running_var.mul_(1 - factor).add_(factor * var)
     return out
+
+
+def one_hot_traceable(tensor: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    """``F.one_hot(tensor, num_classes)`` (int64 ``[*tensor.shape, num_classes]``) without
+    data-dependent reads; see the module docstring.
+
+    Raises:
+        ExportError: ``num_classes`` not given (-1): the output size would be
+            ``tensor.max() + 1``, a value of the data.
+    """
+    from .errors import ExportError
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+        raise ExportError(f"pt2rt.export: F.one_hot(..., num_classes={num_classes!r}): without "
+                          "an explicit num_classes the output size is max(tensor) + 1, a value "
+                          "of the data the graph cannot fix; pass num_classes")
+    if tensor.dtype != torch.int64:  # ATen: "one_hot is only applicable to index tensor"
+        return F.one_hot(tensor, num_classes)
+    eye = torch.eye(num_classes, dtype=torch.int64, device=tensor.device)
+    rows = eye.index_select(0, tensor.reshape(-1))
+    return rows.reshape(*tensor.shape, num_classes)
 
 
 def _needs_rewrite(m: torch.nn.Module) -> bool:

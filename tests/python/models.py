@@ -7,13 +7,13 @@ share (Dropout) is disabled with ``p=0``.
 
 ``MODELS`` maps each name to its factory: the set both capture lanes export (torch 1.13 and
 torch 2.x). ``TORCH2_MODELS``: constructs torch 1.13's capture refuses and the torch 2.x capture
-exports (tests/python/test_torch2_constructs.py checks both). ``lane_models()`` is what the
+exports (tests/python/test_torch2_constructs.py checks both); empty since the 1.13 capture
+exports one_hot and bn_momentum_none too. ``lane_models()`` is what the
 running torch exports; ``build(name)`` builds any of them.
 
 Names: mlp, cnn_bn, resnet18, mobilenet_v2, frozen, two_io, attention, upsample,
-autograd_function, and the
-fidelity zoo (``zoo_models.ZOO``: recurrent nets, checkpointing, tied weights, ...);
-torch 2.x only: one_hot, bn_momentum_none.
+autograd_function, one_hot, bn_momentum_none, and the
+fidelity zoo (``zoo_models.ZOO``: recurrent nets, checkpointing, tied weights, ...).
 """
 from __future__ import annotations
 
@@ -238,13 +238,12 @@ MODELS: Dict[str, Factory] = {
     "attention": build_attention,
     "upsample": build_upsample,
     "autograd_function": build_autograd_function,
+    "one_hot": build_one_hot,
+    "bn_momentum_none": build_bn_momentum_none,
     **ZOO,
 }
 
-TORCH2_MODELS: Dict[str, Factory] = {
-    "one_hot": build_one_hot,
-    "bn_momentum_none": build_bn_momentum_none,
-}
+TORCH2_MODELS: Dict[str, Factory] = {}
 
 
 def lane_models() -> Dict[str, Factory]:

@@ -1,0 +1,72 @@
+"""Constructs whose torch.nn implementation no tracer can keep, captured through an equivalent
+computation on tensors (``exporter/pt2rt/module_rewrites.py``) on both lanes; the table in
+exporter/README.md. test_models.py runs the full per-model checks on ``one_hot`` and
+``bn_momentum_none`` (models.MODELS); these tests check what the rewrites must keep of eager's
+behaviour beyond the example inputs.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import models
+import pt2rt
+
+
+def test_bn_momentum_none_factor_is_read_from_the_buffer_at_run_time(tmp_path):
+    """momentum=None: the update factor is 1/num_batches_tracked of the call, not a constant
+    baked in at export — two steps from different counts update as eager does."""
+    model, (x,) = models.build("bn_momentum_none")
+    path = str(tmp_path / "bn.pt2")
+    pt2rt.export(model, (x,)).save(path)
+    loaded = pt2rt.load(path)
+    model.train()
+    for count in (3, 9):
+        model.bn.num_batches_tracked.fill_(count)
+        loaded.weights["bn.num_batches_tracked"].fill_(count)
+        step = loaded.train_step(x)
+        model(x)
+        torch.testing.assert_close(step.buffers["bn.running_mean"], model.bn.running_mean)
+        torch.testing.assert_close(step.buffers["bn.running_var"], model.bn.running_var)
+        loaded.weights["bn.running_mean"].copy_(model.bn.running_mean)
+        loaded.weights["bn.running_var"].copy_(model.bn.running_var)
+
+
+@pytest.fixture(scope="module")
+def one_hot_archive(tmp_path_factory):
+    model, args = models.build("one_hot")
+    path = str(tmp_path_factory.mktemp("one_hot") / "one_hot.pt2")
+    pt2rt.export(model, args).save(path)
+    return model, args, pt2rt.load(path)
+
+
+@pytest.mark.parametrize("bad", [5, -1])
+def test_one_hot_class_out_of_range_raises_like_eager(one_hot_archive, bad):
+    """F.one_hot(y, 5) raises for a class outside [0, 5) in eager; the archive's graphs must
+    too, never give a silent all-zero row (1.13: ``index_select`` from the identity; torch 2.x:
+    ``_assert_async.msg`` checks)."""
+    model, (x, y), loaded = one_hot_archive
+    y_bad = y.clone()
+    y_bad[1] = bad
+    with pytest.raises(RuntimeError):
+        model.eval()(x, y_bad)
+    with pytest.raises(Exception, match="index out of range|Class values"):
+        loaded.run_inference(x, y_bad)
+    with pytest.raises(Exception, match="index out of range|Class values"):
+        loaded.train_step(x, y_bad)
+
+
+def test_one_hot_matches_eager_on_other_classes(one_hot_archive):
+    model, (x, _), loaded = one_hot_archive
+    y = torch.tensor([4, 0, 1, 3])
+    torch.testing.assert_close(loaded.run_inference(x, y)[0], model.eval()(x, y).detach())
+
+
+def test_one_hot_without_num_classes_is_refused():
+    """The output size would be max(y) + 1: refused naming the call (1.13: the rewrite's
+    message; torch 2.x: the data-dependent read at the user's line)."""
+    class NoNumClasses(torch.nn.Module):
+        def forward(self, y):
+            return torch.nn.functional.one_hot(y).float()
+    with pytest.raises(pt2rt.ExportError, match="one_hot"):
+        pt2rt.export(NoNumClasses(), (torch.tensor([0, 2, 1]),), train=False)
