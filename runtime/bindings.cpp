@@ -75,12 +75,15 @@ class Binder {
         case OutputKind::InputMutation:
           require_role(graph_.role != GraphRole::Backward);
           if (!d.of) fail("InputMutation without the mutated input");
-          if (d.of->kind == InputKind::Buffer) {
+          if (d.of->kind == InputKind::Buffer || d.of->kind == InputKind::Param) {
+            // A parameter updated in forward (nn.Embedding(max_norm=...)'s
+            // embedding_renorm_): written back under no grad after the call, as eager's
+            // in-place update under torch.no_grad() leaves it.
             b.outputs.push_back({OutputSink::MutatedWeight, weight(*d.of), out.value});
           } else if (d.of->kind == InputKind::Plain) {
             b.outputs.push_back({OutputSink::MutatedUserInput, size_t(d.of->idx), out.value});
           } else {
-            fail("only mutations of buffers and plain inputs are supported");
+            fail("only mutations of parameters, buffers and plain inputs are supported");
           }
           break;
         case OutputKind::Grad:

@@ -9,7 +9,8 @@
 //            Saved(k)                    → Saved k            (backward only)
 //            Tangent(output=Plain(i))    → Tangent i          (backward only)
 //   outputs  Plain(i)                    → UserOutput i
-//            InputMutation(of=Buffer)    → MutatedWeight (weight index)
+//            InputMutation(of=Buffer or Param) → MutatedWeight (weight index; written back
+//                                        under no grad after the call)
 //            InputMutation(of=Plain(i))  → MutatedUserInput i
 //            Saved(k), SavedNoVcCheck(k) → Saved k            (forward only)
 //            Grad(of=Param(fqn))         → WeightGrad (weight index)   (backward only)

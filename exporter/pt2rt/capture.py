@@ -27,6 +27,7 @@ from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_run import EagerTrainRun, eager_train_run
 from .errors import CaptureError, ExportError, ExportTypeError
 from .fidelity import check_gradient_paths, check_no_aliased_constants, check_tangents
+from .graph_passes import zero_tangents_of_parameter_mutations
 from .graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .partition import PARTITIONERS, partition
@@ -210,7 +211,9 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
             joint = backend.capture_joint(model, weights, sig, flat, constants,
                                           decompositions=table, **extra)
             check_tangents(model, eager, joint.graph.inputs)
-            graphs.extend(partition(joint, partitioner))
+            fw_bw = partition(joint, partitioner)
+            zero_tangents_of_parameter_mutations(fw_bw[-1])
+            graphs.extend(fw_bw)
         program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
                                   signature=sig, capture=backend.CAPTURE_NAME,
                                   partitioner=partitioner if train else "",

@@ -12,11 +12,21 @@ stats, which a partitioner would then keep as saved activations for nothing: pas
 stays in the graph (the runtime's operator policy refuses ops writing to an argument). On a
 tensor nothing else reads, ``bernoulli_.float(t, p)`` is ``bernoulli.p(t, p)``: the same
 kernel on a new tensor, the same numbers from the same generator.
+
+``zero_tangents_of_parameter_mutations``: AOTAutograd (torch 2.x) gives a parameter mutated in
+forward (``nn.Embedding(max_norm=...)``'s ``embedding_renorm_``) a tangent input in the
+backward graph, added to the parameter's gradient. A parameter that requires grad can only be
+updated in place under ``torch.no_grad()`` (eager refuses an in-place op on such a leaf
+otherwise), so nothing differentiates through its new value and that tangent is always zero:
+it becomes ``aten.zeros`` of the parameter's shape, and the archive's backward keeps taking
+tangents of Plain outputs only (the runtime's calling convention).
 """
 from __future__ import annotations
 
 import torch
 import torch.fx as fx
+
+from .descriptors import InputKind, OutputKind
 
 _BN_BACKWARD = torch.ops.aten.native_batch_norm_backward.default
 _BERNOULLI_INPLACE = torch.ops.aten.bernoulli_.float
@@ -44,3 +54,29 @@ def bernoulli_out_of_place(graph: fx.Graph) -> None:
             p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
             node.target = torch.ops.aten.bernoulli.p  # its p has no default: written out
             node.args, node.kwargs = (node.args[0], p), {}
+
+
+def zero_tangents_of_parameter_mutations(backward) -> None:
+    """Replaces each ``Tangent(output=InputMutation(of=Param))`` input of ``backward`` (a
+    ``graph_ir.DescribedGraph``) by zeros of its shape and dtype, in place (module docstring)."""
+    graph = backward.module.graph
+    placeholders = backward.placeholders()
+    first_op = next(n for n in graph.nodes if n.op != "placeholder")
+    keep = []
+    for ph, desc in zip(placeholders, backward.inputs):
+        out = desc.output
+        if not (desc.kind is InputKind.Tangent and out is not None
+                and out.kind is OutputKind.InputMutation and out.of is not None
+                and out.of.kind is InputKind.Param):
+            keep.append(desc)
+            continue
+        val = ph.meta["val"]
+        with graph.inserting_before(first_op):
+            zeros = graph.call_function(torch.ops.aten.zeros.default, ([int(s) for s in val.shape],),
+                                        {"dtype": val.dtype, "device": val.device})
+        zeros.meta = dict(ph.meta)
+        ph.replace_all_uses_with(zeros)
+        graph.erase_node(ph)
+    backward.inputs[:] = keep
+    backward.module.recompile()
+    backward.check()

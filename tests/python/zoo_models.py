@@ -250,6 +250,19 @@ class Spectral(nn.Module):
         return torch.fft.rfft(self.fc(x)).abs()
 
 
+class EmbeddingMaxNorm(nn.Module):
+    """``nn.Embedding(max_norm=1.0)``: forward renormalises the looked-up rows of its weight in
+    place (``embedding_renorm_`` under no grad) — a parameter mutated by forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(12, 4, max_norm=1.0)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.emb(tokens).mean(1))
+
+
 def _seeded(fn):
     def build():
         torch.manual_seed(0)
@@ -363,8 +376,13 @@ def spectral():
     return Spectral(), (torch.randn(2, 8),)
 
 
+@_seeded
+def embedding_max_norm():
+    return EmbeddingMaxNorm(), (torch.tensor([[1, 5, 10, 2], [0, 3, 3, 7]]),)
+
+
 ZOO = {f.__name__[len("build_"):]: f for f in (
     lstm, lstm_bidir_2layer, lstm_state, gru, gru_bidir, rnn_relu, checkpointed, tied_lm,
     shared_twice, in_place, user_buffers, dict_list_out, aliasing_out, float64,
     loss_in_forward, frozen_subset, conv1d_pool, lstm_cell, param_output, complex_layer,
-    spectral)}
+    spectral, embedding_max_norm)}
