@@ -5,6 +5,13 @@
 //
 //   export-cli verify <model.pt2> [--device cpu|cuda]
 //
+// Randomness (pt2rt/randomness.h): before each run the default generator is seeded with the
+// seed the exporter used for the eager references, so a model with dropout draws the same
+// masks and matches exactly on the LibTorch that exported it. Where that replay is not
+// possible (another LibTorch version, a CUDA device, an archive without the seed), the results
+// that depend on random draws are checked by dtype, shape and finite values instead, and
+// verify says so.
+//
 // Exit 0 when everything is close, 1 when anything is not. An archive whose weights were
 // re-saved (train --save, Model::save) keeps its example inputs but not the references:
 // then the examples are run, outputs are checked against the signature (dtype, shape),
@@ -13,12 +20,17 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "cli.h"
 #include "compare.h"
 #include "options.h"
+#include <ATen/Context.h>
+
 #include "pt2rt/model.h"
+#include "pt2rt/randomness.h"
 #include "signature.h"
 #include "steps.h"
 #include "tensor_io.h"
@@ -82,8 +94,26 @@ std::vector<at::Tensor> to_tensors(const std::vector<TensorData>& data) {
   return out;
 }
 
+/// A result drawn from random numbers that could not be replayed: the reference's dtype and
+/// shape, and finite values (a wrong mask or scale still shows as a NaN/inf or a shape error).
+Comparison check_unreplayed(const at::Tensor& actual, const at::Tensor& expected) {
+  Comparison c;
+  c.max_abs = c.max_rel = std::nan("");
+  c.pass = actual.defined() && actual.scalar_type() == expected.scalar_type() &&
+           actual.sizes() == expected.sizes() &&
+           (!actual.is_floating_point() || actual.isfinite().all().item<bool>());
+  c.problem = c.pass ? "random: dtype, shape, finite" : "random: got " + describe(actual) +
+                                                            ", reference " + describe(expected);
+  return c;
+}
+
+/// Checks `actual` against `expected`, by check_unreplayed when `random`.
+Comparison check(const at::Tensor& actual, const at::Tensor& expected, bool random) {
+  return random ? check_unreplayed(actual, expected) : compare(actual, expected);
+}
+
 void compare_lists(Table& table, const std::string& prefix, const std::vector<at::Tensor>& actual,
-                   const std::vector<TensorData>& expected) {
+                   const std::vector<TensorData>& expected, const std::set<int64_t>& random) {
   if (actual.size() != expected.size()) {
     Comparison c;
     c.problem =
@@ -91,12 +121,14 @@ void compare_lists(Table& table, const std::string& prefix, const std::vector<at
     table.add(prefix, c);
   }
   for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
-    table.add(prefix + "[" + std::to_string(i) + "]", compare(actual[i], to_tensor(expected[i])));
+    table.add(prefix + "[" + std::to_string(i) + "]",
+              check(actual[i], to_tensor(expected[i]), random.count(static_cast<int64_t>(i)) > 0));
   }
 }
 
 void compare_named(Table& table, const std::string& prefix, const NamedTensors& actual,
-                   const std::vector<std::pair<std::string, TensorData>>& expected) {
+                   const std::vector<std::pair<std::string, TensorData>>& expected,
+                   const std::set<std::string>& random) {
   std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
   for (const auto& [name, data] : expected) {
     auto it = by_name.find(name);
@@ -106,7 +138,7 @@ void compare_named(Table& table, const std::string& prefix, const NamedTensors& 
       table.add(prefix + " " + name, c);
       continue;
     }
-    table.add(prefix + " " + name, compare(it->second, to_tensor(data)));
+    table.add(prefix + " " + name, check(it->second, to_tensor(data), random.count(name) > 0));
   }
 }
 
@@ -157,12 +189,20 @@ int cmd_verify(int argc, char** argv) {
     return kExitOk;
   }
   const bool trainable = has_training_graphs(program);
+  const std::optional<uint64_t> seed = reference_rng_seed(program);
+  const bool replay = replays_reference_draws(program, device);
+  RandomDependence random = random_dependence(program);
+  if (replay) random = RandomDependence{random.any, {}, {}, {}, {}};  // compared exactly
+  auto seed_generator = [&] {
+    if (seed) at::manual_seed(*seed);
+  };
   const Graph* sig = signature_graph(program);
   Table table;
   bool any_references = false;
   for (const auto& example : examples) {
     const auto inputs = to_device(to_tensors(example.inputs), device);
     const std::string& name = example.name;
+    seed_generator();
     auto outputs = run_inference(model, inputs, nullptr);
     if (!example.references) {
       const auto specs = sig ? user_outputs(*sig) : std::vector<UserValue>{};
@@ -185,19 +225,35 @@ int cmd_verify(int argc, char** argv) {
     }
     any_references = true;
     const ExampleReferences& ref = *example.references;
-    compare_lists(table, name + " output", outputs, ref.outputs);
+    compare_lists(table, name + " output", outputs, ref.outputs, random.outputs);
     if (trainable && !ref.train_outputs.empty()) {
       const auto saved = snapshot_buffers(model);
+      seed_generator();
       TrainStep step =
           run_training_step(model, inputs, to_device(to_tensors(ref.grad_outputs), device));
-      compare_lists(table, name + " train output", step.outputs, ref.train_outputs);
-      compare_named(table, name + " grad", step.grads, ref.grads);
-      compare_named(table, name + " buffer", model.named_buffers(), ref.buffers);
+      compare_lists(table, name + " train output", step.outputs, ref.train_outputs,
+                    random.train_outputs);
+      compare_named(table, name + " grad", step.grads, ref.grads, random.grads);
+      compare_named(table, name + " buffer", model.named_buffers(), ref.buffers, random.buffers);
       restore_buffers(model, saved);
     }
   }
 
   table.print(std::cout);
+  if (random.any && any_references) {
+    std::cout << "randomness: the graphs draw random numbers; "
+              << (replay ? "replayed the exporter's draws (seed " + std::to_string(*seed) +
+                               ", LibTorch " + running_libtorch_version() + ")"
+                         : std::string("could not replay the exporter's draws (") +
+                               (!seed ? "no recorded seed"
+                                : !device.is_cpu() ? "device " + device.str()
+                                                   : "exported with torch " +
+                                                         program.producer.torch_version +
+                                                         ", running LibTorch " + running_libtorch_version()) +
+                               "): results marked 'random' checked by dtype, shape and finite "
+                               "values")
+              << "\n";
+  }
   if (!any_references) {
     std::cout << path << ": no references (the weights were re-saved after export); ran "
               << examples.size() << " example(s) and checked outputs against the "

@@ -24,7 +24,7 @@ import torch
 from .annotate import annotate
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor
 from .dynamic import normalize as normalize_dynamic_shapes
-from .eager_run import EagerTrainRun, eager_train_run
+from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_train_run
 from .errors import CaptureError, ExportError, ExportTypeError
 from .fidelity import check_gradient_paths, check_no_aliased_constants, check_tangents
 from .graph_passes import zero_tangents_of_parameter_mutations
@@ -191,7 +191,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     constants = ConstantTable()
     graphs = []
     with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
-        metadata: Dict[str, str] = {}
+        metadata: Dict[str, str] = {"reference_rng_seed": str(REFERENCE_RNG_SEED)}
         if inference:
             graphs.append(backend.capture_inference(model, weights, sig, flat, constants,
                                                     decompositions=table, **extra))

@@ -10,18 +10,35 @@ in the copy).
 
 Used by ``capture.capture`` (gradient-path sanity, ``fidelity.check_gradient_paths``) and by
 ``examples.eager_example`` (the bundled references ``verify`` compares against).
+
+Each run starts from ``torch.default_generator.manual_seed(REFERENCE_RNG_SEED)`` (inside
+``torch.random.fork_rng``: the caller's generator state is untouched), recorded in the archive's
+metadata as ``reference_rng_seed``: a model that draws random numbers (dropout in training)
+draws them again in the same order when ``export-cli verify`` seeds the runtime's generator the
+same way before each run (``pt2rt/randomness.h``).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence
+from typing import Dict, Iterator, List, Sequence
 
 import torch
 
 from .errors import ExportError
 from .graph_ir import ExportSignature
 from .model_call import flat_outputs, fresh, training_mode
+
+
+REFERENCE_RNG_SEED = 0
+
+
+@contextlib.contextmanager
+def _seeded() -> Iterator[None]:
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(REFERENCE_RNG_SEED)
+        yield
 
 
 @dataclass
@@ -62,7 +79,7 @@ def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
     m = _copy(model)
     xs = [fresh(x, x.requires_grad) for x in user_inputs]
     args, kwargs = sig.split(xs)
-    with training_mode(m, True), torch.enable_grad():
+    with _seeded(), training_mode(m, True), torch.enable_grad():
         outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
         diff = [i for i, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
         if diff:
@@ -80,6 +97,6 @@ def eager_eval_outputs(model: torch.nn.Module, sig: ExportSignature,
     """Eval-mode outputs under ``torch.no_grad()`` of a copy of ``model``."""
     m = _copy(model)
     args, kwargs = sig.split([fresh(x) for x in user_inputs])
-    with training_mode(m, False), torch.no_grad():
+    with _seeded(), training_mode(m, False), torch.no_grad():
         outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
     return outs

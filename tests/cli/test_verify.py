@@ -108,3 +108,57 @@ def test_verify_without_training_graphs(cli, tmp_path):
     pt2rt.export(model, args, train=False).save(str(path))
     out = cli.ok("verify", path).out
     assert "example0 output[0]" in out and "train output" not in out
+
+
+@pytest.fixture(scope="module")
+def dropout_archive(tmp_path_factory):
+    """A model with dropout active in training (tests/python/random_models.py)."""
+    import pt2rt
+    import random_models
+    model, args = random_models.build_dropout()
+    path = tmp_path_factory.mktemp("dropout") / "dropout.pt2"
+    pt2rt.export(model, args).save(str(path))
+    return path
+
+
+def test_random_draws_are_replayed_exactly(cli, dropout_archive):
+    """The exporter seeded its eager runs; verify seeds the runtime the same way, so on the
+    LibTorch that exported it the dropout masks, outputs, gradients and BatchNorm statistics
+    match exactly (no shape-only rows)."""
+    r = cli.ok("verify", dropout_archive)
+    assert "replayed the exporter's draws (seed 0" in r.out, r.out
+    assert "random:" not in r.out and "FAIL" not in r.out, r.out
+    assert "example0 grad fc1.weight" in r.out
+
+
+def test_a_wrong_seed_fails(cli, dropout_archive, tmp_path):
+    """The replay is what makes the references match: another seed draws other masks."""
+    bad = tmp_path / "seed1.pt2"
+    rewrite_archive(dropout_archive, bad,
+                    lambda p: p.metadata.__setitem__("reference_rng_seed", "1"))
+    r = cli(*["verify", bad])
+    assert r.rc == 1, str(r)
+    assert "FAIL" in r.out and "example0 train output[0]" in r.out
+
+
+def test_unreplayable_draws_are_checked_by_dtype_shape_and_finiteness(cli, dropout_archive,
+                                                                      tmp_path):
+    """Exported by another torch version (here: a rewritten producer): results that depend on
+    the dropout mask are checked by dtype, shape and finite values, the rest exactly."""
+    other = tmp_path / "other_torch.pt2"
+
+    def edit(program):
+        program.producer.torch_version = "0.1.0"
+    rewrite_archive(dropout_archive, other, edit)
+    r = cli.ok("verify", other)
+    assert "could not replay the exporter's draws (exported with torch 0.1.0" in r.out, r.out
+    rows = {line.split()[0] + " " + line.split()[1] + (" " + line.split()[2]
+            if line.split()[1] in ("grad", "buffer", "train") else ""): line
+            for line in r.out.splitlines() if line.startswith("example0")}
+    random_rows = [k for k, line in rows.items() if "random: dtype, shape, finite" in line]
+    assert "example0 train output[0]" in random_rows
+    assert "example0 grad fc1.weight" in random_rows
+    assert "example0 buffer bn.running_mean" in random_rows
+    # eval mode draws nothing, and num_batches_tracked does not depend on the mask
+    assert "random" not in rows["example0 output[0]"]
+    assert "random" not in rows["example0 buffer bn.num_batches_tracked"]

@@ -13,8 +13,9 @@
 #      archives of a model agree) on lane 2's archives;
 #   2. torch 1.13 archives on LibTorch 2.x: the same, the other way round (inside the torch-2
 #      root);
-#   3. `python -m pt2rt save` of the digits CNN on each lane, `export-cli verify` of both
-#      archives on both runtimes.
+#   3. `python -m pt2rt save` of the digits CNN and of a model with dropout on each lane,
+#      `export-cli verify` of the archives on both runtimes (the dropout archive's random
+#      draws are replayed on its own lane and checked by dtype/shape/finiteness on the other).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -45,9 +46,12 @@ work="$lane1/cross"
 digits_on_both_lanes() {
   mkdir -p "$work"
   local target="$root/examples/digits/model.py:build"
+  local dropout="$root/tests/python/random_models.py:build_dropout"
   env PYTHONPATH="$root/exporter" /usr/bin/python3 -m pt2rt save "$target" "$work/digits_torch1.pt2" >/dev/null
   in_root env PYTHONPATH="$root/exporter" /usr/bin/python3 -m pt2rt save "$target" "$work/digits_torch2.pt2" >/dev/null
-  for archive in digits_torch1 digits_torch2; do
+  env PYTHONPATH="$root/exporter" /usr/bin/python3 -m pt2rt save "$dropout" "$work/dropout_torch1.pt2" >/dev/null
+  in_root env PYTHONPATH="$root/exporter" /usr/bin/python3 -m pt2rt save "$dropout" "$work/dropout_torch2.pt2" >/dev/null
+  for archive in digits_torch1 digits_torch2 dropout_torch1 dropout_torch2; do
     echo "--- export-cli verify $archive.pt2 on LibTorch 1.13"
     "$lane1/cli/export-cli" verify "$work/$archive.pt2"
     echo "--- export-cli verify $archive.pt2 on LibTorch 2.x"
