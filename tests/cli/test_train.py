@@ -171,3 +171,24 @@ def test_seed_drives_the_graphs_random_ops(cli, mlp_data, tmp_path):
     other = epoch_losses(cli.ok(*args, "--seed", "4").out)
     assert len(first) == 3 and first == again
     assert first != other
+
+
+def test_dropout_training_follows_eager_with_the_same_seed(cli, tmp_path):
+    """`--seed S` seeds the graphs' generator as torch.manual_seed(S) does: a model with
+    dropout draws the same masks as eager's loop, so losses and weights follow it (10 steps)."""
+    import random_models
+    model, args = random_models.build_dropout()
+    path = tmp_path / "dropout.pt2"
+    pt2rt.export(model, args).save(str(path))
+    torch.manual_seed(3)
+    x, y = torch.randn(60, 8), torch.randint(0, 3, (60,))
+    data = save_tensors(tmp_path / "train.pt", (x, y))
+    tuned = tmp_path / "tuned.pt2"
+    r = cli.ok("train", path, "--data", data, "--epochs", "1", "--batch-size", "6", "--lr", "0.1",
+               "--momentum", "0", "--seed", "7", "--save", tuned)
+    torch.manual_seed(7)
+    eager, losses = eager_sgd(model, x, y, 1, 6, 0.1, 0.0, 7)
+    assert_close(torch.tensor(epoch_losses(r.out)), torch.tensor(losses), rtol=1e-4, atol=1e-5)
+    loaded = pt2rt.load(str(tuned))
+    for name, p in eager.named_parameters():
+        assert_close(loaded.weights[name], p.detach(), rtol=1e-4, atol=1e-5, msg=name)
