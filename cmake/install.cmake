@@ -4,12 +4,12 @@
 #   # in another project:  find_package(pt2rt 0.1 REQUIRED)  (CMAKE_PREFIX_PATH=/opt/pt2rt)
 #   target_link_libraries(app PRIVATE pt2rt::runtime)
 #
-# Installed: libraries (pt2rt::loader, pt2rt::runtime), public headers (include/pt2rt),
+# Installed: libraries (pt2rt::loader, pt2rt::runtime, pt2rt::distributed), public headers (include/pt2rt),
 # export-cli (also as the imported target pt2rt::export-cli), and the Python exporter package
 # in share/pt2rt/python (export-cli save puts it on PYTHONPATH).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
-install(TARGETS pt2rt_schema pt2rt_loader pt2rt_runtime export-cli EXPORT pt2rtTargets
+install(TARGETS pt2rt_schema pt2rt_loader pt2rt_runtime pt2rt_distributed export-cli EXPORT pt2rtTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/pt2rt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -26,7 +26,9 @@ root=${PT2RT_TORCH2_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/pt2rt/torch2-sid}
 PKGS=(python3-torch libtorch-dev python3-torchvision cmake g++ ninja-build ccache
       libflatbuffers-dev flatbuffers-compiler python3-flatbuffers libzip-dev zipcmp zipmerge
       ziptool catch2 libcxxopts-dev nlohmann-json3-dev python3-pytest python3-networkx
-      python3-sklearn graphviz)
+      python3-sklearn graphviz
+      libgloo-dev)  # <gloo/...> headers of c10d's ProcessGroupGloo.hpp; same source version as
+                    # the libgloo0 that sid's libtorch2.x links (pt2rt_distributed)
 
 say() { echo "torch2-root: $*" >&2; }
 die() { echo "torch2-root: error: $*" >&2; exit 2; }
@@ -70,10 +72,20 @@ in_root() {
   ' bash "$@"
 }
 
+# True when the root's dpkg database lists every package of PKGS as installed.
+all_installed() {
+  local st
+  st=$(dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package} ${Status}\n' "${PKGS[@]}" \
+       2>/dev/null) || return 1
+  [ "$(grep -c ' install ok installed$' <<<"$st")" -eq "${#PKGS[@]}" ]
+}
+
 create() {
   local stamp="$root/.pt2rt-packages" want
   want=$(printf '%s\n' "${PKGS[@]}")
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+  # A root that already has every package (made by another checkout's list) is reused as is.
+  if [ -f "$stamp" ] && all_installed; then return; fi
   $SUDO mkdir -p "$(dirname "$root")" || die "cannot create $(dirname "$root")"
   exec 9>"$(dirname "$root")/.$(basename "$root").lock"
   flock 9

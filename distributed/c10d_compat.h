@@ -1,0 +1,15 @@
+// distributed/c10d_compat.h — the c10d headers pt2rt_distributed uses, on LibTorch 1.13 and 2.x.
+//
+// ProcessGroupGloo.hpp compiles only with USE_C10D_GLOO defined (distributed/CMakeLists.txt)
+// and includes <gloo/...> (Debian: libgloo-dev). The calls pt2rt makes are spelled the same on
+// both versions: on 1.13 ProcessGroupGloo is a c10d::ProcessGroup, on 2.x a c10d::Backend
+// (ProcessGroup became a dispatcher over backends); both have allreduce/broadcast/barrier with
+// the same signatures, Options::create(timeout) and the `devices` list, and
+// createDeviceForHostname/createDefaultDevice (2.x adds a defaulted lazyInit argument).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>

@@ -1,0 +1,221 @@
+// distributed/process_group.cpp — Rendezvous and ProcessGroup (pt2rt/distributed.h) over
+// c10d's TCPStore / FileStore and ProcessGroupGloo.
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "c10d_compat.h"
+#include "pt2rt/distributed.h"
+
+namespace pt2rt::distributed {
+namespace {
+
+using Kind = DistributedError::Kind;
+
+std::string message_of(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+int env_int(const char* name, int lo, int hi) {
+  const char* v = env(name);
+  if (v == nullptr) {
+    throw DistributedError(Kind::Rendezvous, std::string("environment variable ") + name +
+                                                 " is not set (torchrun sets RANK, WORLD_SIZE, "
+                                                 "MASTER_ADDR, MASTER_PORT)");
+  }
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || x < lo || x > hi) {
+    throw DistributedError(Kind::Rendezvous, std::string("environment variable ") + name + "='" +
+                                                 v + "' is not an integer in [" +
+                                                 std::to_string(lo) + ", " + std::to_string(hi) +
+                                                 "]");
+  }
+  return static_cast<int>(x);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr.empty() || addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+std::shared_ptr<::gloo::transport::Device> make_device(const Rendezvous& where,
+                                                       const GroupOptions& options) {
+  using PG = c10d::ProcessGroupGloo;
+  if (!options.local_address.empty()) return PG::createDeviceForHostname(options.local_address);
+  if (!where.file_path.empty() || is_loopback(where.master_addr)) {
+    return PG::createDeviceForHostname("127.0.0.1");
+  }
+  if (const char* ifname = env("GLOO_SOCKET_IFNAME")) return PG::createDeviceForInterface(ifname);
+  return PG::createDefaultDevice();
+}
+
+}  // namespace
+
+bool Rendezvous::env_present() { return env("WORLD_SIZE") != nullptr && env("RANK") != nullptr; }
+
+Rendezvous Rendezvous::from_env() {
+  Rendezvous r;
+  r.world_size = env_int("WORLD_SIZE", 1, 1 << 20);
+  r.rank = env_int("RANK", 0, r.world_size - 1);
+  const char* addr = env("MASTER_ADDR");
+  if (addr == nullptr) {
+    throw DistributedError(Kind::Rendezvous,
+                           "environment variable MASTER_ADDR is not set (torchrun sets RANK, "
+                           "WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+  }
+  r.master_addr = addr;
+  r.master_port = env_int("MASTER_PORT", 1, 65535);
+  return r;
+}
+
+struct ProcessGroup::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{0};
+
+  /// Rethrows a collective's failure as one DistributedError line naming the lost rank
+  /// when it can be known (two ranks: the other one).
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
+    std::string lost = size == 2 ? "rank " + std::to_string(1 - rank)
+                                 : "a peer rank (of " + std::to_string(size) + ")";
+    throw DistributedError(
+        Kind::Collective, "rank " + std::to_string(rank) + ": " + what + " failed: lost " + lost +
+                              " (it died, hung past the " + std::to_string(timeout.count()) +
+                              " ms timeout or disconnected): " + message_of(e));
+  }
+
+  void wait_all(std::vector<c10::intrusive_ptr<c10d::Work>>& works, const std::string& what) {
+    std::exception_ptr first;
+    for (auto& w : works) {  // every Work is waited, even after one failed
+      try {
+        w->wait();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) {
+      try {
+        std::rethrow_exception(first);
+      } catch (const std::exception& e) {
+        fail(what, e);
+      }
+    }
+  }
+};
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::ProcessGroup(ProcessGroup&&) noexcept = default;
+ProcessGroup& ProcessGroup::operator=(ProcessGroup&&) noexcept = default;
+ProcessGroup::~ProcessGroup() = default;
+
+ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& options) {
+  if (where.world_size < 1 || where.rank < 0 || where.rank >= where.world_size) {
+    throw DistributedError(Kind::Rendezvous, "rank " + std::to_string(where.rank) +
+                                                 " is not in [0, world size " +
+                                                 std::to_string(where.world_size) + ")");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->rank = where.rank;
+  impl->size = where.world_size;
+  impl->timeout = options.timeout;
+  const std::string me = "rank " + std::to_string(where.rank) + " of " +
+                         std::to_string(where.world_size);
+  std::string store_desc;
+  try {
+    if (!where.file_path.empty()) {
+      store_desc = "FileStore " + where.file_path;
+      impl->store = c10::make_intrusive<c10d::FileStore>(where.file_path, where.world_size);
+    } else {
+      if (where.master_addr.empty() || where.master_port < 1 || where.master_port > 65535) {
+        throw DistributedError(Kind::Rendezvous, me + ": no master address/port (MASTER_ADDR, "
+                                                      "MASTER_PORT 1..65535)");
+      }
+      store_desc = "TCPStore " + where.master_addr + ":" + std::to_string(where.master_port);
+      c10d::TCPStoreOptions o;
+      o.port = static_cast<std::uint16_t>(where.master_port);
+      o.isServer = where.rank == 0;
+      o.numWorkers = static_cast<std::size_t>(where.world_size);
+      o.waitWorkers = false;  // ProcessGroupGloo's own rendezvous waits for every rank
+      o.timeout = options.timeout;
+      impl->store = c10::make_intrusive<c10d::TCPStore>(where.master_addr, o);
+    }
+    impl->store->setTimeout(options.timeout);
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistributedError(Kind::Rendezvous,
+                           me + ": cannot " +
+                               (where.rank == 0 && where.file_path.empty() ? "serve " : "reach ") +
+                               store_desc + ": " + message_of(e));
+  }
+  try {
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    gloo_options->devices.push_back(make_device(where, options));
+    impl->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, where.rank,
+                                                             where.world_size, gloo_options);
+  } catch (const std::exception& e) {
+    throw DistributedError(Kind::Rendezvous, me + ": Gloo rendezvous through " + store_desc +
+                                                 " failed within " +
+                                                 std::to_string(options.timeout.count()) +
+                                                 " ms (every rank must join): " + message_of(e));
+  }
+  return ProcessGroup(std::move(impl));
+}
+
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+
+void ProcessGroup::all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  works.reserve(tensors.size());
+  try {
+    for (at::Tensor& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      works.push_back(impl_->gloo->allreduce(one, c10d::AllreduceOptions()));
+    }
+  } catch (const std::exception& e) {
+    impl_->fail(what, e);
+  }
+  impl_->wait_all(works, what);
+}
+
+void ProcessGroup::broadcast(std::vector<at::Tensor>& tensors, int root,
+                             const std::string& what) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  works.reserve(tensors.size());
+  try {
+    for (at::Tensor& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      works.push_back(impl_->gloo->broadcast(one, o));
+    }
+  } catch (const std::exception& e) {
+    impl_->fail(what, e);
+  }
+  impl_->wait_all(works, what);
+}
+
+void ProcessGroup::barrier(const std::string& what) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  try {
+    works.push_back(impl_->gloo->barrier(c10d::BarrierOptions()));
+  } catch (const std::exception& e) {
+    impl_->fail(what, e);
+  }
+  impl_->wait_all(works, what);
+}
+
+}  // namespace pt2rt::distributed

@@ -1,0 +1,151 @@
+// pt2rt/distributed.h — data-parallel training of a pt2rt::Model across processes (and
+// machines) over c10d's Gloo process group, the engine LibTorch ships
+// (torch/csrc/distributed/c10d: ProcessGroupGloo, TCPStore, FileStore). Library
+// pt2rt::distributed (target pt2rt_distributed): the core runtime does not depend on Gloo.
+//
+// Semantics follow PyTorch's torch.nn.parallel.DistributedDataParallel
+// (https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html):
+//   * at construction, every parameter and buffer is broadcast from rank 0;
+//   * each forward() first broadcasts the buffers from rank 0 (broadcast_buffers=True, the
+//     DDP default: BatchNorm running statistics follow rank 0's);
+//   * after loss.backward(), average_gradients() replaces every trainable parameter's .grad
+//     by its mean over the ranks (all-reduce SUM of flattened buckets of at most
+//     bucket_bytes, launched asynchronously, all waited, then divided by the world size) —
+//     DDP's result for a loss that is a mean over each rank's batch. Then any torch::optim
+//     optimizer steps identically on every rank, so parameters stay equal.
+// The all-reduce runs after the backward, not overlapped with it (see README "Data-parallel
+// training").
+//
+// Rendezvous follows torchrun's environment conventions (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT: https://pytorch.org/docs/stable/elastic/run.html) with a c10d TCPStore that
+// rank 0 serves, or a FileStore path shared by the ranks (one machine or a shared file system).
+//
+// Errors: DistributedError (pt2rt/errors.h style) for a failed rendezvous (port in use,
+// master unreachable, a rank that never joins within the timeout) and for a collective that
+// fails or times out (a peer that died or hangs): the message names this rank, the operation
+// and, in a two-rank job, the lost rank. `kind()` tells setup failures from lost peers.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pt2rt/errors.h"
+#include "pt2rt/model.h"
+
+namespace pt2rt::distributed {
+
+class DistributedError : public Error {
+ public:
+  enum class Kind {
+    Rendezvous,  ///< store or process-group setup failed (port in use, master unreachable,
+                 ///< bad rank/world size, a rank missing at the rendezvous timeout)
+    Collective,  ///< a collective failed or timed out: a peer died, hung or disconnected
+  };
+  DistributedError(Kind kind, const std::string& what)
+      : Error("pt2rt::DistributedError: ", what), kind_(kind) {}
+  Kind kind() const noexcept { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct GroupOptions {
+  /// Rendezvous deadline and the timeout of every collective (c10d ProcessGroupGloo::Options
+  /// timeout): a peer that died or hangs fails the others after at most this long.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// Address Gloo binds its connections to. Empty: 127.0.0.1 when the master address is a
+  /// loopback address (or for a FileStore), else the interface named by GLOO_SOCKET_IFNAME
+  /// when set, else this host's name (c10d's createDefaultDevice, as torch.distributed).
+  std::string local_address;
+};
+
+/// Where the ranks meet: a TCPStore at master_addr:master_port (rank 0 serves it), or a
+/// FileStore at file_path (a fresh path per job: c10d's FileStore reuses an existing file).
+struct Rendezvous {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr;   ///< TCPStore host (rank 0 listens on it)
+  int master_port = 0;       ///< TCPStore port, 1..65535
+  std::string file_path;     ///< FileStore path; used instead of TCP when not empty
+
+  /// From torchrun's variables RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+  /// @throws DistributedError (Rendezvous) naming a missing or malformed variable.
+  static Rendezvous from_env();
+  /// Whether WORLD_SIZE and RANK are set in the environment (a torchrun-launched process).
+  static bool env_present();
+};
+
+/// A Gloo process group of `world_size` ranks (c10d::ProcessGroupGloo over the store).
+/// Movable, not copyable; collectives must be called in the same order on every rank.
+class ProcessGroup {
+ public:
+  /// Joins the group: connects to (rank 0: serves) the store and builds the Gloo pairs.
+  /// Blocks until every rank has joined or options.timeout passes.
+  /// @throws DistributedError (Rendezvous).
+  static ProcessGroup join(const Rendezvous& where, const GroupOptions& options = {});
+
+  ProcessGroup(ProcessGroup&&) noexcept;
+  ProcessGroup& operator=(ProcessGroup&&) noexcept;
+  ~ProcessGroup();
+
+  int rank() const;
+  int size() const;
+  std::chrono::milliseconds timeout() const;
+
+  /// In-place sum over the ranks of each tensor (CPU, contiguous, same shapes everywhere),
+  /// all launched before any is waited. @throws DistributedError (Collective).
+  void all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what);
+  /// In-place broadcast of each tensor from `root`. @throws DistributedError (Collective).
+  void broadcast(std::vector<at::Tensor>& tensors, int root, const std::string& what);
+  /// Waits for every rank. @throws DistributedError (Collective).
+  void barrier(const std::string& what);
+
+ private:
+  struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct DataParallelOptions {
+  /// Most bytes of gradient per all-reduce bucket (DDP's bucket_cap_mb default: 25 MiB).
+  int64_t bucket_bytes = 25 * 1024 * 1024;
+  /// Broadcast buffers from rank 0 at every forward (DDP's broadcast_buffers=True).
+  bool broadcast_buffers = true;
+};
+
+/// DistributedDataParallel for a pt2rt::Model (see the file comment). Holds references to
+/// `model` and `group`: both must outlive it. CPU models (Gloo's tensors live on the CPU).
+class DataParallel {
+ public:
+  /// Broadcasts every parameter and buffer from rank 0.
+  /// @throws DistributedError, InputError (a model not on the CPU).
+  DataParallel(Model& model, ProcessGroup& group, DataParallelOptions options = {});
+
+  /// Broadcasts the buffers from rank 0 (when options.broadcast_buffers and the model has
+  /// any), then runs model.forward(inputs).
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs);
+  /// After loss.backward(), before optimizer.step(): each trainable parameter's .grad
+  /// becomes its mean over the ranks (a parameter without .grad on a rank counts as zeros).
+  /// @throws DistributedError (Collective).
+  void average_gradients();
+
+  /// Seconds spent in average_gradients() so far (the all-reduce's share of a step).
+  double all_reduce_seconds() const { return all_reduce_s_; }
+  /// The buckets: parameter indices (into model.parameters()) per bucket.
+  const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+
+ private:
+  Model& model_;
+  ProcessGroup& group_;
+  DataParallelOptions options_;
+  std::vector<at::Tensor> params_;  ///< trainable parameters, model order
+  std::vector<std::vector<size_t>> buckets_;  ///< indices into params_
+  double all_reduce_s_ = 0.0;
+};
+
+}  // namespace pt2rt::distributed

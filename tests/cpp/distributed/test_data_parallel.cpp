@@ -1,0 +1,264 @@
+// tests/cpp/distributed/test_data_parallel.cpp — pt2rt::distributed on loopback: ranks are
+// threads of this process, each with its own Model and Gloo process group (FileStore in a
+// fresh temporary directory, or TCPStore on a free 127.0.0.1 port). Catch2 assertions are made
+// on the main thread only (they are not thread-safe): rank threads return their results.
+#include "catch_compat.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <torch/optim/sgd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pt2rt/distributed.h"
+#include "pt2rt/model.h"
+
+namespace fs = std::filesystem;
+using namespace pt2rt;
+using namespace pt2rt::distributed;
+using pt2rt::test::Contains;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  const char* dir = std::getenv("PT2RT_DISTRIBUTED_FIXTURES");
+  return std::string(dir != nullptr ? dir : PT2RT_DISTRIBUTED_FIXTURES_DIR) + "/" + name;
+}
+
+/// A fresh directory for one test's FileStore.
+std::string fresh_dir() {
+  std::string templ = (fs::temp_directory_path() / "pt2rt-ddp-XXXXXX").string();
+  REQUIRE(mkdtemp(templ.data()) != nullptr);
+  return templ;
+}
+
+/// A TCP port nobody listens on now (bound to port 0 by the kernel, then closed).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+constexpr int kSteps = 5;
+constexpr int64_t kGlobalBatch = 8;
+
+/// The global batch of step `s`: float32[8, 16] inputs, int64[8] class targets.
+std::pair<at::Tensor, at::Tensor> batch(int s) {
+  at::Generator gen = at::detail::createCPUGenerator(1000 + s);
+  return {at::randn({kGlobalBatch, 16}, gen), at::randint(10, {kGlobalBatch}, gen)};
+}
+
+/// 5 SGD steps (lr 0.1, momentum 0.9) of `model` on rows [begin, end) of each global batch;
+/// `dp` (when given) broadcasts, all-reduces and averages.
+void train(Model& model, DataParallel* dp, int64_t begin, int64_t end) {
+  model.train();
+  std::vector<at::Tensor> params;
+  for (const auto& p : model.parameters()) params.push_back(p);
+  torch::optim::SGD opt(params, torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = batch(s);
+    x = x.slice(0, begin, end);
+    y = y.slice(0, begin, end);
+    std::vector<at::Tensor> out = dp ? dp->forward({x}) : model.forward({x});
+    at::Tensor loss = at::cross_entropy_loss(out[0], y);
+    opt.zero_grad();
+    loss.backward();
+    if (dp) dp->average_gradients();
+    opt.step();
+  }
+}
+
+std::vector<at::Tensor> snapshot(const Model& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : model.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+/// Runs `body(rank)` on `world` threads; returns each rank's result or rethrows its error on
+/// the main thread.
+template <typename T>
+std::vector<T> run_ranks(int world, const std::function<T(int)>& body) {
+  std::vector<std::future<T>> futures;
+  for (int r = 0; r < world; ++r) futures.push_back(std::async(std::launch::async, body, r));
+  std::vector<T> out;
+  for (auto& f : futures) out.push_back(f.get());
+  return out;
+}
+
+double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / std::max(1e-12, b.abs().max().item<double>());
+}
+
+}  // namespace
+
+TEST_CASE("2 ranks x batch 4 reach the parameters of 1 rank x batch 8 (MLP, 5 SGD steps)",
+          "[distributed]") {
+  Model single = Model::load(fixture("mlp_b8.pt2"));
+  train(single, nullptr, 0, kGlobalBatch);
+  const std::vector<at::Tensor> expected = snapshot(single);
+
+  const bool tcp = GENERATE(false, true);
+  Rendezvous where;
+  where.world_size = 2;
+  if (tcp) {
+    where.master_addr = "127.0.0.1";
+    where.master_port = free_port();
+  } else {
+    where.file_path = fresh_dir() + "/store";
+  }
+  auto results = run_ranks<std::vector<at::Tensor>>(2, [&](int rank) {
+    Model model = Model::load(fixture("mlp_b4.pt2"));
+    if (rank == 1) {  // DataParallel's initial broadcast must undo this
+      at::NoGradGuard g;
+      for (auto& p : model.parameters()) p.add_(1.0);
+    }
+    Rendezvous me = where;
+    me.rank = rank;
+    GroupOptions options;
+    options.timeout = std::chrono::seconds(30);
+    ProcessGroup group = ProcessGroup::join(me, options);
+    DataParallelOptions dpo;
+    dpo.bucket_bytes = 2048;  // several buckets for this small MLP
+    DataParallel dp(model, group, dpo);
+    train(model, &dp, rank * kGlobalBatch / 2, (rank + 1) * kGlobalBatch / 2);
+    return snapshot(model);
+  });
+  INFO((tcp ? "TCPStore" : "FileStore"));
+  for (int rank = 0; rank < 2; ++rank) {
+    REQUIRE(results[rank].size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      INFO("rank " << rank << " parameter " << i);
+      CHECK(max_rel_diff(results[rank][i], expected[i]) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("DataParallel buckets cover every trainable parameter once, in reverse order",
+          "[distributed]") {
+  Model model = Model::load(fixture("mlp_b4.pt2"));
+  Rendezvous one;
+  one.file_path = fresh_dir() + "/store";
+  ProcessGroup group = ProcessGroup::join(one);
+  DataParallelOptions dpo;
+  dpo.bucket_bytes = 2048;
+  DataParallel dp(model, group, dpo);
+  std::vector<size_t> order;
+  for (const auto& b : dp.buckets()) order.insert(order.end(), b.begin(), b.end());
+  const size_t n = model.parameters().size();
+  REQUIRE(order.size() == n);
+  for (size_t k = 0; k < n; ++k) CHECK(order[k] == n - 1 - k);
+  CHECK(dp.buckets().size() > 1);
+}
+
+TEST_CASE("a peer that leaves fails the survivor's all-reduce with DistributedError",
+          "[distributed]") {
+  Rendezvous where;
+  where.world_size = 2;
+  where.master_addr = "127.0.0.1";
+  where.master_port = free_port();
+  const auto start = std::chrono::steady_clock::now();
+  auto messages = run_ranks<std::string>(2, [&](int rank) -> std::string {
+    Rendezvous me = where;
+    me.rank = rank;
+    GroupOptions options;
+    options.timeout = std::chrono::seconds(5);
+    ProcessGroup group = ProcessGroup::join(me, options);
+    std::vector<at::Tensor> t{at::ones({4})};
+    group.all_reduce_sum(t, "first all-reduce");
+    if (rank == 1) return "left";  // its process group is destroyed: connections close
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    try {
+      group.all_reduce_sum(t, "gradient all-reduce");
+    } catch (const DistributedError& e) {
+      return std::string(e.kind() == DistributedError::Kind::Collective ? "collective: "
+                                                                         : "other: ") +
+             e.what();
+    }
+    return "no error";
+  });
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(messages[1] == "left");
+  CHECK_THAT(messages[0], Contains("collective: pt2rt::DistributedError: rank 0: gradient "
+                                   "all-reduce failed: lost rank 1"));
+  CHECK(secs < 20);
+}
+
+TEST_CASE("rendezvous failures are DistributedError naming the store", "[distributed]") {
+  GroupOptions options;
+  options.timeout = std::chrono::seconds(2);
+  SECTION("port in use") {
+    const int port = free_port();
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(listen(fd, 1) == 0);
+    Rendezvous where{0, 2, "127.0.0.1", port, ""};
+    try {
+      ProcessGroup::join(where, options);
+      FAIL("joined on a port in use");
+    } catch (const DistributedError& e) {
+      CHECK(e.kind() == DistributedError::Kind::Rendezvous);
+      CHECK_THAT(std::string(e.what()),
+                 Contains("rank 0 of 2: cannot serve TCPStore 127.0.0.1:" + std::to_string(port)));
+    }
+    close(fd);
+  }
+  SECTION("unreachable master") {
+    const int port = free_port();
+    Rendezvous where{1, 2, "127.0.0.1", port, ""};
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      ProcessGroup::join(where, options);
+      FAIL("joined without a master");
+    } catch (const DistributedError& e) {
+      CHECK(e.kind() == DistributedError::Kind::Rendezvous);
+      CHECK_THAT(std::string(e.what()),
+                 Contains("rank 1 of 2: cannot reach TCPStore 127.0.0.1:" + std::to_string(port)));
+    }
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  }
+  SECTION("bad rank") {
+    Rendezvous where{2, 2, "127.0.0.1", 29500, ""};
+    CHECK_THROWS_AS(ProcessGroup::join(where, options), DistributedError);
+  }
+}
+
+TEST_CASE("Rendezvous::from_env reads torchrun's variables", "[distributed]") {
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "3", 1);
+  setenv("MASTER_ADDR", "10.0.0.7", 1);
+  setenv("MASTER_PORT", "29511", 1);
+  CHECK(Rendezvous::env_present());
+  Rendezvous r = Rendezvous::from_env();
+  CHECK(r.rank == 1);
+  CHECK(r.world_size == 3);
+  CHECK(r.master_addr == "10.0.0.7");
+  CHECK(r.master_port == 29511);
+  setenv("MASTER_PORT", "70000", 1);
+  CHECK_THROWS_WITH(Rendezvous::from_env(), Contains("MASTER_PORT='70000'"));
+  unsetenv("MASTER_PORT");
+  CHECK_THROWS_WITH(Rendezvous::from_env(), Contains("MASTER_PORT is not set"));
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR"}) unsetenv(v);
+  CHECK_FALSE(Rendezvous::env_present());
+}
