@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "distributed_train.h"
 #include "options.h"
 #include "progress.h"
 #include "pt2rt/model.h"
@@ -148,6 +149,7 @@ int cmd_train(int argc, char** argv) {
       ("save", "write the fine-tuned archive here (atomically)", cxxopts::value<std::string>());
   // clang-format on
   add_load_options(options);
+  add_distributed_options(options);  // distributed_train.h
   const auto args = parse_model_options(options, argc, argv);
   if (!args) return kExitOk;
   const cxxopts::ParseResult& result = args->result;
@@ -201,6 +203,15 @@ int cmd_train(int argc, char** argv) {
     throw UsageError("--data has " + std::to_string(n) + " samples, fewer than one batch of " +
                      std::to_string(s.batch));
   }
+  // Data-parallel (distributed_train.h): --nproc-per-node launches the ranks and waits; a rank
+  // joins its job here.
+  if (auto code = launch_local_workers(result, argc, argv)) return *code;
+  DistributedTraining dist(result, model);
+  const int64_t n_rank = dist.local_count(n);  // samples of this rank per epoch
+  if (n_rank < s.batch) {
+    throw UsageError("--data has " + std::to_string(n_rank) + " samples per process, fewer "
+                     "than one batch of " + std::to_string(s.batch));
+  }
 
   std::vector<at::Tensor> params;
   for (const auto& p : model.parameters()) {
@@ -217,14 +228,14 @@ int cmd_train(int argc, char** argv) {
                     .weight_decay(result["weight-decay"].as<double>()));
   }
 
-  const int64_t steps = s.dynamic_batch ? (n + s.batch - 1) / s.batch : n / s.batch;
+  const int64_t steps = s.dynamic_batch ? (n_rank + s.batch - 1) / s.batch : n_rank / s.batch;
   std::cout << "training " << path << ": " << n << " samples " << describe(inputs) << ", " << steps
             << " batches of " << s.batch << " per epoch";
-  if (n % s.batch) {
-    if (s.dynamic_batch) std::cout << " (the last one of " << n % s.batch << ")";
-    else std::cout << " (" << n % s.batch << " left out of each shuffled epoch)";
+  if (n_rank % s.batch) {
+    if (s.dynamic_batch) std::cout << " (the last one of " << n_rank % s.batch << ")";
+    else std::cout << " (" << n_rank % s.batch << " left out of each shuffled epoch)";
   }
-  const int64_t per_epoch = s.dynamic_batch ? n : steps * s.batch;
+  const int64_t per_epoch = s.dynamic_batch ? n_rank : steps * s.batch;
   std::cout << "\n  " << opt_name << " lr " << lr << ", loss " << s.loss << ", " << params.size()
             << " trainable parameters, seed " << result["seed"].as<uint64_t>() << ", device "
             << s.device << "\n";
@@ -240,17 +251,19 @@ int cmd_train(int argc, char** argv) {
   EvalResult last_eval;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     model.train();
-    const at::Tensor perm = at::randperm(n, gen, at::kLong);
+    const at::Tensor perm = dist.shard(at::randperm(n, gen, at::kLong));
     Progress progress(epoch, epochs, per_epoch);
     double loss_sum = 0.0;
     for (int64_t step = 0; step < steps; ++step) {
-      const at::Tensor idx = perm.slice(0, step * s.batch, std::min(n, (step + 1) * s.batch));
+      const at::Tensor idx =
+          perm.slice(0, step * s.batch, std::min(n_rank, (step + 1) * s.batch));
       at::Tensor x = inputs.index_select(0, idx).to(s.device);
       at::Tensor y = targets.index_select(0, idx).to(s.device);
-      at::Tensor out = model.forward({x})[0];
+      at::Tensor out = dist.forward({x})[0];
       at::Tensor loss = compute_loss(s, out, y, at::Reduction::Mean);
       optimizer->zero_grad();
       loss.backward();
+      dist.average_gradients();
       optimizer->step();
       loss_sum += loss.item<double>();
       progress.update(std::min(per_epoch, (step + 1) * s.batch),
@@ -258,15 +271,17 @@ int cmd_train(int argc, char** argv) {
     }
     progress.finish();
     const double secs = progress.elapsed_s();
-    train_loss = loss_sum / static_cast<double>(std::max<int64_t>(1, steps));
+    train_loss = dist.global_mean_loss(loss_sum, steps);
     std::cout << "epoch " << epoch << "/" << epochs << "  loss " << std::fixed
               << std::setprecision(4) << train_loss;
     if (eval_inputs.defined()) {
+      dist.sync_for_eval();
       last_eval = evaluate(model, s, eval_inputs, eval_targets);
       std::cout << "  " << eval_string(last_eval);
     }
     std::cout << "  (" << std::setprecision(2) << secs << " s, " << std::setprecision(0)
-              << (secs > 0 ? per_epoch / secs : 0.0) << " samples/s)" << std::defaultfloat
+              << (secs > 0 ? per_epoch * dist.world_size() / secs : 0.0) << " samples/s)"
+              << std::defaultfloat
               << std::endl;
   }
   const double total =
@@ -275,7 +290,8 @@ int cmd_train(int argc, char** argv) {
   if (eval_inputs.defined() && epochs > 0) std::cout << "  " << eval_string(last_eval);
   std::cout << "  (" << std::setprecision(2) << total << " s)" << std::defaultfloat << "\n";
 
-  if (result.count("save")) {
+  dist.report(total);
+  if (result.count("save") && dist.saves()) {
     model.save(result["save"].as<std::string>());
     std::cout << "saved " << result["save"].as<std::string>() << "\n";
   }

@@ -87,12 +87,15 @@ DataParallel::DataParallel(Model& model, ProcessGroup& group, DataParallelOption
   }
 }
 
+void DataParallel::broadcast_buffers() {
+  if (group_.size() == 1) return;
+  flat_collective(buffer_tensors(model_), [&](std::vector<at::Tensor>& flats) {
+    group_.broadcast(flats, 0, "broadcast of buffers");
+  });
+}
+
 std::vector<at::Tensor> DataParallel::forward(const std::vector<at::Tensor>& inputs) {
-  if (options_.broadcast_buffers && group_.size() > 1 && model_.is_training()) {
-    flat_collective(buffer_tensors(model_), [&](std::vector<at::Tensor>& flats) {
-      group_.broadcast(flats, 0, "broadcast of buffers");
-    });
-  }
+  if (options_.broadcast_buffers && model_.is_training()) broadcast_buffers();
   return model_.forward(inputs);
 }
 

@@ -129,6 +129,9 @@ class DataParallel {
   /// Broadcasts the buffers from rank 0 (when options.broadcast_buffers and the model has
   /// any), then runs model.forward(inputs).
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs);
+  /// Broadcasts the buffers from rank 0 (any mode; e.g. before evaluating rank 0's model).
+  /// @throws DistributedError (Collective).
+  void broadcast_buffers();
   /// After loss.backward(), before optimizer.step(): each trainable parameter's .grad
   /// becomes its mean over the ranks (a parameter without .grad on a rank counts as zeros).
   /// @throws DistributedError (Collective).

@@ -114,15 +114,15 @@ TEST_CASE("2 ranks x batch 4 reach the parameters of 1 rank x batch 8 (MLP, 5 SG
   train(single, nullptr, 0, kGlobalBatch);
   const std::vector<at::Tensor> expected = snapshot(single);
 
-  const bool tcp = GENERATE(false, true);
   Rendezvous where;
   where.world_size = 2;
-  if (tcp) {
+  bool tcp = false;
+  SECTION("TCPStore") {
+    tcp = true;
     where.master_addr = "127.0.0.1";
     where.master_port = free_port();
-  } else {
-    where.file_path = fresh_dir() + "/store";
   }
+  SECTION("FileStore") { where.file_path = fresh_dir() + "/store"; }
   auto results = run_ranks<std::vector<at::Tensor>>(2, [&](int rank) {
     Model model = Model::load(fixture("mlp_b4.pt2"));
     if (rank == 1) {  // DataParallel's initial broadcast must undo this

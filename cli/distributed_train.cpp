@@ -1,0 +1,271 @@
+// cli/distributed_train.cpp — see distributed_train.h.
+#include "distributed_train.h"
+
+#include <ATen/ATen.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <streambuf>
+#include <string>
+#include <thread>
+
+#include "c10_logging_compat.h"
+#include "cli.h"
+#include "pt2rt/distributed.h"
+
+namespace pt2rt::cli {
+namespace dist = pt2rt::distributed;
+namespace {
+
+constexpr int kDefaultTimeoutS = 300;
+
+/// A free TCP port on 127.0.0.1 (bound to port 0 by the kernel, then released).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw UsageError(std::string("--nproc-per-node: socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  if (!ok) throw UsageError("--nproc-per-node: no free port on 127.0.0.1 for the TCPStore");
+  return ntohs(a.sin_port);
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           ::strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+int timeout_s(const cxxopts::ParseResult& result) {
+  const int t = result["dist-timeout"].as<int>();
+  if (t <= 0) throw UsageError("--dist-timeout must be > 0 seconds");
+  return t;
+}
+
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c == EOF ? 0 : c; }
+  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+};
+
+}  // namespace
+
+void add_distributed_options(cxxopts::Options& options) {
+  // clang-format off
+  options.add_options("distributed")
+      ("nproc-per-node", "data-parallel: start N local worker processes (Gloo over 127.0.0.1); "
+                         "--batch-size is per process", cxxopts::value<int>()->default_value("1"))
+      ("rank", "data-parallel: this process's rank (default: $RANK)", cxxopts::value<int>())
+      ("world-size", "data-parallel: number of processes (default: $WORLD_SIZE)",
+       cxxopts::value<int>())
+      ("master-addr", "data-parallel: host of rank 0's TCPStore (default: $MASTER_ADDR)",
+       cxxopts::value<std::string>())
+      ("master-port", "data-parallel: port of rank 0's TCPStore (default: $MASTER_PORT; with "
+                      "--nproc-per-node a free port)", cxxopts::value<int>())
+      ("dist-timeout", "data-parallel: seconds before a missing, dead or hung peer fails the job",
+       cxxopts::value<int>()->default_value(std::to_string(kDefaultTimeoutS)));
+  // clang-format on
+}
+
+std::optional<int> launch_local_workers(const cxxopts::ParseResult& result, int argc,
+                                        char** argv) {
+  const int nproc = result["nproc-per-node"].as<int>();
+  if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
+  if (nproc == 1 || dist::Rendezvous::env_present() || result.count("rank")) return std::nullopt;
+  if (result.count("world-size") || result.count("master-addr")) {
+    throw UsageError("--nproc-per-node starts a one-machine job: it takes no --world-size or "
+                     "--master-addr (use torchrun's variables or --rank/--world-size/"
+                     "--master-addr/--master-port on each machine instead)");
+  }
+  const int port = result.count("master-port") ? result["master-port"].as<int>() : free_port();
+  const int wait_s = timeout_s(result);
+  std::vector<std::string> args{"/proc/self/exe"};
+  for (int i = 0; i < argc; ++i) args.emplace_back(argv[i]);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  std::cout << std::flush;
+  std::cerr << std::flush;
+
+  std::vector<pid_t> pids(nproc, -1);
+  for (int r = 0; r < nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (pid_t p : pids) {
+        if (p > 0) ::kill(p, SIGKILL);
+      }
+      throw UsageError(std::string("--nproc-per-node: fork failed: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the launcher gone: no orphaned rank
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::execv(cargs[0], cargs.data());
+      std::fprintf(stderr, "export-cli train: cannot start rank %d: %s\n", r, std::strerror(errno));
+      ::_exit(127);
+    }
+    pids[r] = pid;
+  }
+
+  int exit_code = kExitOk;
+  int running = nproc;
+  bool failed = false;
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      int rank = -1;
+      for (int r = 0; r < nproc; ++r) {
+        if (pids[r] == pid) rank = r;
+      }
+      if (rank < 0) continue;
+      pids[rank] = -1;
+      --running;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && !failed) {
+        failed = true;
+        exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitCheckFailed;
+        std::cerr << "export-cli train: rank " << rank << " (pid " << pid << ") "
+                  << describe_status(status);
+        if (running > 0) {
+          std::cerr << "; the other ranks get --dist-timeout (" << wait_s
+                    << " s) to stop before they are killed";
+        }
+        std::cerr << std::endl;
+        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < nproc; ++r) {
+        if (pids[r] > 0) {
+          std::cerr << "export-cli train: killing rank " << r << " (pid " << pids[r] << ")"
+                    << std::endl;
+          ::kill(pids[r], SIGKILL);
+        }
+      }
+      deadline = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return exit_code;
+}
+
+struct DistributedTraining::State {
+  Model* model = nullptr;
+  std::unique_ptr<dist::ProcessGroup> group;
+  std::unique_ptr<dist::DataParallel> dp;
+  NullBuffer null;
+  std::streambuf* saved_cout = nullptr;
+};
+
+DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Model& model)
+    : state_(std::make_unique<State>()) {
+  state_->model = &model;
+  const bool requested = dist::Rendezvous::env_present() || result.count("rank") ||
+                         result.count("world-size") || result.count("master-addr");
+  if (!requested) return;
+  quiet_c10_logging();
+  // The flags override torchrun's variables; Rendezvous::from_env reads the result.
+  if (result.count("rank")) ::setenv("RANK", std::to_string(result["rank"].as<int>()).c_str(), 1);
+  if (result.count("world-size")) {
+    ::setenv("WORLD_SIZE", std::to_string(result["world-size"].as<int>()).c_str(), 1);
+  }
+  if (result.count("master-addr")) {
+    ::setenv("MASTER_ADDR", result["master-addr"].as<std::string>().c_str(), 1);
+  }
+  if (result.count("master-port")) {
+    ::setenv("MASTER_PORT", std::to_string(result["master-port"].as<int>()).c_str(), 1);
+  }
+  dist::GroupOptions options;
+  options.timeout = std::chrono::seconds(timeout_s(result));
+  if (!model.device().is_cpu()) {
+    throw UsageError("data-parallel training runs on cpu (Gloo all-reduces CPU tensors)");
+  }
+  state_->group = std::make_unique<dist::ProcessGroup>(
+      dist::ProcessGroup::join(dist::Rendezvous::from_env(), options));
+  state_->dp = std::make_unique<dist::DataParallel>(model, *state_->group);
+  if (state_->group->rank() != 0) state_->saved_cout = std::cout.rdbuf(&state_->null);
+  std::cout << "data-parallel: " << state_->group->size()
+            << " processes (Gloo); rank 0 prints and saves; --batch-size is per process\n";
+}
+
+DistributedTraining::~DistributedTraining() {
+  if (state_ && state_->saved_cout != nullptr) std::cout.rdbuf(state_->saved_cout);
+}
+
+bool DistributedTraining::active() const { return state_->group != nullptr; }
+int DistributedTraining::rank() const { return active() ? state_->group->rank() : 0; }
+int DistributedTraining::world_size() const { return active() ? state_->group->size() : 1; }
+
+int64_t DistributedTraining::local_count(int64_t n) const {
+  const int64_t w = world_size();
+  return (n + w - 1) / w;
+}
+
+at::Tensor DistributedTraining::shard(const at::Tensor& permutation) const {
+  const int64_t w = world_size();
+  if (w == 1) return permutation;
+  const int64_t n = permutation.size(0);
+  const int64_t total = local_count(n) * w;
+  at::Tensor padded = permutation;
+  while (padded.size(0) < total) {  // DistributedSampler: repeat the head
+    padded = at::cat({padded, permutation.slice(0, 0, total - padded.size(0))});
+  }
+  return padded.slice(0, rank(), total, w).contiguous();
+}
+
+std::vector<at::Tensor> DistributedTraining::forward(const std::vector<at::Tensor>& inputs) {
+  return active() ? state_->dp->forward(inputs) : state_->model->forward(inputs);
+}
+
+void DistributedTraining::average_gradients() {
+  if (active()) state_->dp->average_gradients();
+}
+
+void DistributedTraining::sync_for_eval() {
+  if (!active()) return;
+  state_->dp->broadcast_buffers();
+}
+
+double DistributedTraining::global_mean_loss(double loss_sum, int64_t steps) {
+  if (!active()) return loss_sum / static_cast<double>(std::max<int64_t>(1, steps));
+  std::vector<at::Tensor> t{
+      at::tensor({loss_sum, static_cast<double>(steps)}, at::TensorOptions(at::kDouble))};
+  state_->group->all_reduce_sum(t, "train loss all-reduce");
+  return t[0][0].item<double>() / std::max(1.0, t[0][1].item<double>());
+}
+
+bool DistributedTraining::saves() const { return rank() == 0; }
+
+void DistributedTraining::report(double total_s) const {
+  if (!active()) return;
+  const double ar = state_->dp->all_reduce_seconds();
+  std::cout << "gradient all-reduce (rank 0): " << std::fixed << std::setprecision(2) << ar
+            << " s of " << total_s << " s (" << std::setprecision(1)
+            << (total_s > 0 ? 100.0 * ar / total_s : 0.0) << "%)" << std::defaultfloat << "\n";
+}
+
+}  // namespace pt2rt::cli
