@@ -54,6 +54,19 @@ def test_finetune_with_export_cli(cli, job):
     assert "no references" in r.out
 
 
+def test_finetune_data_parallel_nproc_per_node_2(cli, job):
+    """Two local processes (Gloo over 127.0.0.1), --batch-size per process; rank 0 saves."""
+    work, data, _ = job
+    tuned = work / "tuned_ddp.pt2"
+    r = cli.ok("train", work / "digits.pt2", "--data", data / "train.pt", "--eval-data",
+               data / "test.pt", "--epochs", "5", "--optimizer", "adam", "--lr", "0.001",
+               "--seed", "0", "--nproc-per-node", "2", "--save", tuned)
+    assert "data-parallel: 2 processes" in r.out
+    final = float(re.search(r"^final: .*eval_accuracy (\S+)", r.out, re.M).group(1))
+    assert final >= 0.95, r.out
+    assert "no references" in cli.ok("verify", tuned).out
+
+
 def test_finetune_cpp_example(finetune_bin, job):
     work, data, before = job
     out = work / "tuned_api.pt2"
