@@ -6,6 +6,9 @@
 // (ProcessGroup became a dispatcher over backends); both have allreduce/broadcast/barrier with
 // the same signatures, Options::create(timeout) and the `devices` list, and
 // createDeviceForHostname/createDefaultDevice (2.x adds a defaulted lazyInit argument).
+// TCPStoreOptions::useLibUV (2.x only) defaults to true, but Debian's LibTorch is built without
+// libuv ("use_libuv was requested but PyTorch was built without libuv support"):
+// tcp_store_without_libuv() turns it off where the field exists.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
@@ -13,3 +16,14 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace pt2rt::distributed::compat {
+
+template <typename Options>
+auto tcp_store_without_libuv(Options& o, int) -> decltype(o.useLibUV = false, void()) {
+  o.useLibUV = false;
+}
+template <typename Options>
+void tcp_store_without_libuv(Options&, long) {}  // LibTorch 1.13: no libuv server
+
+}  // namespace pt2rt::distributed::compat

@@ -148,6 +148,7 @@ ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& opt
       o.numWorkers = static_cast<std::size_t>(where.world_size);
       o.waitWorkers = false;  // ProcessGroupGloo's own rendezvous waits for every rank
       o.timeout = options.timeout;
+      compat::tcp_store_without_libuv(o, 0);
       impl->store = c10::make_intrusive<c10d::TCPStore>(where.master_addr, o);
     }
     impl->store->setTimeout(options.timeout);

@@ -4,6 +4,7 @@ to >= 0.95 test accuracy; and the tuned archive runs through export-cli run."""
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -77,6 +78,28 @@ def test_finetune_cpp_example(finetune_bin, job):
     assert abs(first - before) < 1e-3  # same count of right answers (1 sample = 0.0022)
     accs = [float(a) for a in re.findall(r"test accuracy (\S+)", r.stdout)]
     assert accs[-1] >= 0.95, r.stdout
+    assert out.exists()
+
+
+def test_finetune_ddp_cpp_example(finetune_bin, job, tmp_path):
+    """examples/digits/finetune_ddp.cpp: 2 processes started with torchrun's variables."""
+    import os
+    import socket
+    work, data, _ = job
+    exe = os.environ.get("PT2RT_FINETUNE_DDP") or str(Path(finetune_bin).parent / "finetune_ddp")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    out = tmp_path / "tuned_ddp_api.pt2"
+    procs = [subprocess.Popen([exe, work / "digits.pt2", data / "train.pt", data / "test.pt", out],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2",
+                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
+             for r in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    acc = float(re.search(r"test accuracy (\S+)", outs[0][0]).group(1))
+    assert acc >= 0.95, outs[0][0]
     assert out.exists()
 
 
