@@ -204,8 +204,13 @@ DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Mod
   if (!model.device().is_cpu()) {
     throw UsageError("data-parallel training runs on cpu (Gloo all-reduces CPU tensors)");
   }
-  state_->group = std::make_unique<dist::ProcessGroup>(
-      dist::ProcessGroup::join(dist::Rendezvous::from_env(), options));
+  dist::Rendezvous where;
+  try {
+    where = dist::Rendezvous::from_env();
+  } catch (const dist::DistributedError& e) {
+    throw UsageError(e.message() + "; or give --rank, --world-size, --master-addr, --master-port");
+  }
+  state_->group = std::make_unique<dist::ProcessGroup>(dist::ProcessGroup::join(where, options));
   state_->dp = std::make_unique<dist::DataParallel>(model, *state_->group);
   if (state_->group->rank() != 0) state_->saved_cout = std::cout.rdbuf(&state_->null);
   std::cout << "data-parallel: " << state_->group->size()
