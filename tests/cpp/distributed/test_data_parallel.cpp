@@ -150,6 +150,44 @@ TEST_CASE("2 ranks x batch 4 reach the parameters of 1 rank x batch 8 (MLP, 5 SG
   }
 }
 
+TEST_CASE("buffers follow rank 0: at construction and before every training forward",
+          "[distributed]") {
+  Rendezvous where;
+  where.world_size = 2;
+  where.file_path = fresh_dir() + "/store";
+  auto results = run_ranks<std::vector<double>>(2, [&](int rank) {
+    Model model = Model::load(fixture("cnn_bn_b4.pt2"));
+    Rendezvous me = where;
+    me.rank = rank;
+    ProcessGroup group = ProcessGroup::join(me);
+    auto perturb = [&] {
+      at::NoGradGuard g;
+      for (auto& [name, b] : model.named_buffers()) {
+        if (b.is_floating_point()) b.add_(1.0 + rank);
+      }
+    };
+    if (rank == 1) perturb();  // undone by the initial broadcast
+    DataParallel dp(model, group);
+    std::vector<double> sums;
+    auto record = [&] {
+      double sum = 0;
+      for (auto& [name, b] : model.named_buffers()) sum += b.to(at::kDouble).sum().item<double>();
+      sums.push_back(sum);
+    };
+    record();
+    model.train();
+    at::Generator gen = at::detail::createCPUGenerator(7);  // the same batch on both ranks
+    const at::Tensor x = at::randn({4, 1, 16, 16}, gen);
+    perturb();  // both ranks, differently: the forward's broadcast makes them rank 0's again
+    dp.forward({x});
+    record();
+    return sums;
+  });
+  CHECK(results[0][0] == results[1][0]);
+  CHECK(results[0][1] == results[1][1]);
+  CHECK(results[0][0] != results[0][1]);
+}
+
 TEST_CASE("DataParallel buckets cover every trainable parameter once, in reverse order",
           "[distributed]") {
   Model model = Model::load(fixture("mlp_b4.pt2"));
