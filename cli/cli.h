@@ -31,6 +31,8 @@ int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_train(int argc, char** argv);
+int cmd_strip(int argc, char** argv);
+int cmd_profile(int argc, char** argv);
 
 /// Throws UsageError "<what> not found: <path>" unless `path` names a readable regular file.
 void require_file(const std::string& path, const std::string& what);

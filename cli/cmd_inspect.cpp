@@ -3,9 +3,13 @@
 // outputs with their descriptors. Reads only the archive and its Program IR (no kernels).
 //
 //   export-cli inspect <model.pt2> [--json] [--graph inference|forward|backward]
+//                      [--dot FILE|-] [--svg FILE]
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include "cli.h"
+#include "graph_dot.h"
 #include "options.h"
 #include "program_text.h"
 #include "pt2rt/archive.h"
@@ -34,6 +38,37 @@ GraphRole parse_role(const std::string& text) {
   throw UsageError("--graph must be inference, forward or backward, got '" + text + "'");
 }
 
+/// --dot FILE / --svg FILE (graph_dot.h). Without --dot, the DOT source for --svg goes to a
+/// temporary file next to the SVG.
+int write_pictures(const cxxopts::ParseResult& result, const Program& program) {
+  std::string dot_path = result.count("dot") ? result["dot"].as<std::string>() : "";
+  if (dot_path == "-") {
+    write_dot(std::cout, program);
+    if (!result.count("svg")) return kExitOk;
+    throw UsageError("--svg needs --dot FILE (not -) or no --dot");
+  }
+  const bool temporary = dot_path.empty();
+  if (temporary) dot_path = result["svg"].as<std::string>() + ".dot.tmp";
+  {
+    std::ofstream file(dot_path, std::ios::trunc);
+    write_dot(file, program);
+    file.close();
+    if (!file) throw UsageError("cannot write " + dot_path);
+  }
+  if (!temporary) std::cout << "wrote " << dot_path << "\n";
+  if (result.count("svg")) {
+    try {
+      render_svg(dot_path, result["svg"].as<std::string>());
+    } catch (...) {
+      if (temporary) std::remove(dot_path.c_str());
+      throw;
+    }
+    if (temporary) std::remove(dot_path.c_str());
+    std::cout << "wrote " << result["svg"].as<std::string>() << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -47,6 +82,10 @@ int cmd_inspect(int argc, char** argv) {
   options.add_options()
       ("json", "print the facts as one JSON object")
       ("graph", "print the nodes of one graph: inference, forward or backward",
+       cxxopts::value<std::string>())
+      ("dot", "write the graphs as Graphviz DOT to FILE (- for stdout)",
+       cxxopts::value<std::string>())
+      ("svg", "render the graphs to FILE.svg with Graphviz's dot (Debian package graphviz)",
        cxxopts::value<std::string>());
   // clang-format on
   const auto args = parse_model_options(options, argc, argv);
@@ -63,6 +102,7 @@ int cmd_inspect(int argc, char** argv) {
   facts.archive_version = read_text_entry(archive, kArchiveVersionEntry);
   facts.entries = archive.entries();
   const auto program = read_program(archive);
+  if (result.count("dot") || result.count("svg")) return write_pictures(result, *program);
 
   if (role) {
     const Graph* graph = program->graph(*role);

@@ -2,19 +2,27 @@
 //
 //   export-cli train <model.pt2> --data train.pt [--eval-data test.pt] [--epochs N]
 //                    [--batch-size B] [--lr LR] [--optimizer sgd|adam] [--momentum M]
-//                    [--weight-decay W] [--loss cross_entropy|mse] [--seed S]
-//                    [--device cpu|cuda] [--save tuned.pt2]
+//                    [--weight-decay W] [--loss cross_entropy|mse|output]
+//                    [--output NAME|INDEX] [--grad-accumulation K]
+//                    [--lr-schedule none|step|cosine] [--lr-step-size N] [--lr-gamma G]
+//                    [--lr-min LR] [--seed S] [--device cpu|cuda] [--save tuned.pt2]
 //
 // --seed S also seeds every default generator the graphs draw from (torch::manual_seed: the
 // CPU one and each CUDA device's), so dropout masks and other random ops repeat: two runs
 // with the same seed, data and device give identical losses.
 //
-// Data files hold `(inputs, targets)` as torch.save writes them. Every epoch shuffles the
+// Data files hold `(inputs, targets)` — `((input_0, input_1, ...), targets)` for a model with
+// several inputs — as torch.save writes them. Every epoch shuffles the
 // training samples (at::randperm on a CPU generator seeded once with --seed) and runs
 // batches of --batch-size; with a dynamic batch dimension (exported with dynamic_shapes) the
 // last, partial batch of each epoch is trained on too, and eval batches are not padded; with
 // a static one the remainder of each epoch is skipped (it changes with the shuffle) and eval
-// zero-pads the last batch, ignoring the padding. The loss is computed on user output 0.
+// zero-pads the last batch, ignoring the padding (`--loss output` evaluates full batches only:
+// padded rows would enter the model's own loss). The loss (train_loss.h) is computed on user
+// output 0 or --output; an output the loss cannot use is refused before the first step.
+// --grad-accumulation K: one optimizer step per K batches (each batch's loss divided by the
+// number of batches in its group, so K batches of B give the gradient of one batch of K·B);
+// the epoch's last group may be shorter. --lr-schedule: lr_schedule.h, stepped per epoch.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
@@ -31,74 +39,58 @@
 #include "cli.h"
 #include "distributed_train.h"
 #include "options.h"
+#include "lr_schedule.h"
 #include "progress.h"
 #include "pt2rt/model.h"
 #include "signature.h"
 #include "tensor_io.h"
+#include "train_loss.h"
 
 namespace pt2rt::cli {
 namespace {
 
 struct Settings {
-  std::string loss = "cross_entropy";
+  LossSpec loss;
   int64_t batch = 0;
   bool dynamic_batch = false;  ///< dim 0 of input 0 is symbolic: any batch size in its range
+  int64_t grad_accumulation = 1;
   c10::Device device = c10::kCPU;
 };
-
-at::Tensor compute_loss(const Settings& s, const at::Tensor& out, const at::Tensor& target,
-                        int64_t reduction) {
-  if (s.loss == "mse") return at::mse_loss(out, target.to(out.scalar_type()), reduction);
-  return at::cross_entropy_loss(out, target, {}, reduction);
-}
-
-/// Checks targets against the loss before the first step (clear message, exit 2).
-void check_targets(const Settings& s, const at::Tensor& targets, const std::string& what) {
-  if (s.loss == "cross_entropy") {
-    if (targets.scalar_type() == at::kLong) {
-      if (targets.dim() != 1) {
-        throw UsageError(what + ": cross_entropy class targets must be int64[N], got " +
-                         describe(targets));
-      }
-      if (targets.numel() > 0 && targets.min().item<int64_t>() < 0) {
-        throw UsageError(what + ": cross_entropy class targets must be >= 0");
-      }
-    } else if (!targets.is_floating_point()) {
-      throw UsageError(what +
-                       ": cross_entropy targets must be int64 class indices or float "
-                       "probabilities, got " +
-                       describe(targets));
-    }
-  } else if (!targets.is_floating_point()) {
-    throw UsageError(what + ": mse targets must be floating point, got " + describe(targets));
-  }
-}
 
 struct EvalResult {
   double loss = 0.0;
   double accuracy = -1.0;  ///< -1 when not defined for these targets
 };
 
-/// Mean loss and accuracy over (inputs, targets) in eval mode (inference graph).
-EvalResult evaluate(Model& model, const Settings& s, const at::Tensor& inputs,
-                    const at::Tensor& targets) {
+/// Mean loss and accuracy over `data` in eval mode (inference graph).
+EvalResult evaluate(Model& model, const Settings& s, const Dataset& data) {
   model.eval();
   c10::InferenceMode guard;
-  const int64_t n = inputs.size(0);
+  const bool own_loss = s.loss.kind == "output";
+  const int64_t n = own_loss && !s.dynamic_batch ? data.size() / s.batch * s.batch : data.size();
   double loss_sum = 0.0;
   int64_t correct = 0;
-  bool has_accuracy = true;
+  bool has_accuracy = !own_loss;
   for (int64_t start = 0; start < n; start += s.batch) {
     const int64_t count = std::min(s.batch, n - start);
-    at::Tensor x = inputs.slice(0, start, start + count);
+    std::vector<at::Tensor> xs =
+        model_inputs(s.loss, data, at::arange(start, start + count, at::kLong), s.device);
     if (count < s.batch && !s.dynamic_batch) {  // static batch: pad with zeros, ignore them
-      auto sizes = x.sizes().vec();
-      sizes[0] = s.batch - count;
-      x = at::cat({x, at::zeros(sizes, x.options())});
+      for (auto& x : xs) {
+        auto sizes = x.sizes().vec();
+        sizes[0] = s.batch - count;
+        x = at::cat({x, at::zeros(sizes, x.options())});
+      }
     }
-    at::Tensor out = model.forward({x.to(s.device)})[0].slice(0, 0, count).to(at::kCPU);
-    at::Tensor y = targets.slice(0, start, start + count);
-    loss_sum += compute_loss(s, out, y, at::Reduction::Sum).item<double>();
+    std::vector<at::Tensor> outs = model.forward(xs);
+    at::Tensor y = data.targets.slice(0, start, start + count);
+    if (own_loss) {
+      loss_sum += compute_loss(s.loss, outs, y, at::Reduction::Mean).item<double>() * count;
+      continue;
+    }
+    at::Tensor& out = outs.at(s.loss.output);
+    out = out.slice(0, 0, count).to(at::kCPU);
+    loss_sum += compute_loss(s.loss, outs, y, at::Reduction::Sum).item<double>();
     if (out.dim() == 2 && y.scalar_type() == at::kLong && y.dim() == 1) {
       correct += out.argmax(1).eq(y).sum().item<int64_t>();
     } else if (out.dim() == 2 && y.dim() == 2) {
@@ -109,7 +101,11 @@ EvalResult evaluate(Model& model, const Settings& s, const at::Tensor& inputs,
   }
   EvalResult r;
   // mse with Sum reduction adds over elements; report the per-element mean like Mean would.
-  const double denom = s.loss == "mse" ? static_cast<double>(targets.numel()) : n;
+  double denom = static_cast<double>(n);
+  if (s.loss.kind == "mse") denom = static_cast<double>(data.targets.numel());
+  if (s.loss.kind == "cross_entropy" && data.targets.scalar_type() == at::kLong) {
+    denom = static_cast<double>(data.targets.numel());  // [N, d1...] targets: per element
+  }
   r.loss = loss_sum / std::max(1.0, denom);
   if (has_accuracy) r.accuracy = static_cast<double>(correct) / std::max<int64_t>(1, n);
   return r;
@@ -142,8 +138,18 @@ int cmd_train(int argc, char** argv) {
       ("optimizer", "sgd or adam", cxxopts::value<std::string>()->default_value("sgd"))
       ("momentum", "SGD momentum", cxxopts::value<double>()->default_value("0"))
       ("weight-decay", "L2 penalty", cxxopts::value<double>()->default_value("0"))
-      ("loss", "cross_entropy (int64 class targets or float probabilities) or mse",
+      ("loss", "cross_entropy (int64 class targets or float probabilities), mse, or output "
+               "(the model computes its loss in forward; the targets are its last input)",
        cxxopts::value<std::string>()->default_value("cross_entropy"))
+      ("output", "the user output the loss is computed on: its index or its name as inspect "
+                 "lists it (default: output 0)", cxxopts::value<std::string>())
+      ("grad-accumulation", "batches per optimizer step (gradients accumulated)",
+       cxxopts::value<int64_t>()->default_value("1"))
+      ("lr-schedule", "none, step (torch::optim::StepLR) or cosine (CosineAnnealingLR over "
+                      "--epochs), stepped per epoch", cxxopts::value<std::string>()->default_value("none"))
+      ("lr-step-size", "step: epochs between decays", cxxopts::value<unsigned>()->default_value("1"))
+      ("lr-gamma", "step: decay factor", cxxopts::value<double>()->default_value("0.1"))
+      ("lr-min", "cosine: the final learning rate (eta_min)", cxxopts::value<double>()->default_value("0"))
       ("seed", "seed of the per-epoch shuffle and of the graphs' random ops (torch::manual_seed)", cxxopts::value<uint64_t>()->default_value("0"))
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
       ("save", "write the fine-tuned archive here (atomically)", cxxopts::value<std::string>());
@@ -156,10 +162,8 @@ int cmd_train(int argc, char** argv) {
   const std::string& path = args->path;
   if (!result.count("data")) throw UsageError("missing --data train.pt (see --help)");
   Settings s;
-  s.loss = result["loss"].as<std::string>();
-  if (s.loss != "cross_entropy" && s.loss != "mse") {
-    throw UsageError("--loss must be cross_entropy or mse, got '" + s.loss + "'");
-  }
+  const std::string loss_name = result["loss"].as<std::string>();
+  check_loss_kind(loss_name);
   const std::string opt_name = result["optimizer"].as<std::string>();
   if (opt_name != "sgd" && opt_name != "adam") {
     throw UsageError("--optimizer must be sgd or adam, got '" + opt_name + "'");
@@ -168,15 +172,22 @@ int cmd_train(int argc, char** argv) {
   const double lr = result["lr"].as<double>();
   if (epochs < 0) throw UsageError("--epochs must be >= 0");
   if (!(lr > 0)) throw UsageError("--lr must be > 0");
+  s.grad_accumulation = result["grad-accumulation"].as<int64_t>();
+  if (s.grad_accumulation < 1) throw UsageError("--grad-accumulation must be >= 1");
+  LrScheduleOptions schedule;
+  schedule.kind = result["lr-schedule"].as<std::string>();
+  schedule.step_size = result["lr-step-size"].as<unsigned>();
+  schedule.gamma = result["lr-gamma"].as<double>();
+  schedule.eta_min = result["lr-min"].as<double>();
+  schedule.t_max = static_cast<unsigned>(std::max(1, epochs));
   s.device = parse_device(result["device"].as<std::string>());
 
-  auto [inputs, targets] = load_dataset(result["data"].as<std::string>(), "--data");
-  check_targets(s, targets, "--data");
-  at::Tensor eval_inputs, eval_targets;
+  Dataset data = load_dataset(result["data"].as<std::string>(), "--data");
+  check_targets(loss_name, data.targets, "--data");
+  Dataset eval_data;
   if (result.count("eval-data")) {
-    std::tie(eval_inputs, eval_targets) =
-        load_dataset(result["eval-data"].as<std::string>(), "--eval-data");
-    check_targets(s, eval_targets, "--eval-data");
+    eval_data = load_dataset(result["eval-data"].as<std::string>(), "--eval-data");
+    check_targets(loss_name, eval_data.targets, "--eval-data");
   }
 
   Model model = Model::load(path, s.device, load_options(result));
@@ -198,7 +209,18 @@ int cmd_train(int argc, char** argv) {
     s.batch = fixed_batch.value_or(32);
   }
   s.dynamic_batch = !fixed_batch.has_value();
-  const int64_t n = inputs.size(0);
+  const std::optional<std::string> output_spec =
+      result.count("output") ? std::optional<std::string>(result["output"].as<std::string>())
+                             : std::nullopt;
+  s.loss = choose_loss(program, loss_name, output_spec, data, s.batch);
+  if (eval_data.targets.defined()) {
+    if (eval_data.inputs.size() != data.inputs.size()) {
+      throw UsageError("--eval-data holds " + std::to_string(eval_data.inputs.size()) +
+                       " input tensor(s), --data " + std::to_string(data.inputs.size()));
+    }
+    choose_loss(program, loss_name, output_spec, eval_data, s.batch);
+  }
+  const int64_t n = data.size();
   if (n < s.batch) {
     throw UsageError("--data has " + std::to_string(n) + " samples, fewer than one batch of " +
                      std::to_string(s.batch));
@@ -227,21 +249,29 @@ int cmd_train(int argc, char** argv) {
                     .momentum(result["momentum"].as<double>())
                     .weight_decay(result["weight-decay"].as<double>()));
   }
+  const auto scheduler = make_lr_schedule(*optimizer, schedule);
 
   const int64_t steps = s.dynamic_batch ? (n_rank + s.batch - 1) / s.batch : n_rank / s.batch;
-  std::cout << "training " << path << ": " << n << " samples " << describe(inputs) << ", " << steps
+  std::string shapes;
+  for (const auto& x : data.inputs) shapes += (shapes.empty() ? "" : ", ") + describe(x);
+  std::cout << "training " << path << ": " << n << " samples " << shapes << ", " << steps
             << " batches of " << s.batch << " per epoch";
   if (n_rank % s.batch) {
     if (s.dynamic_batch) std::cout << " (the last one of " << n_rank % s.batch << ")";
     else std::cout << " (" << n_rank % s.batch << " left out of each shuffled epoch)";
   }
   const int64_t per_epoch = s.dynamic_batch ? n_rank : steps * s.batch;
-  std::cout << "\n  " << opt_name << " lr " << lr << ", loss " << s.loss << ", " << params.size()
+  std::cout << "\n  " << opt_name << " lr " << lr;
+  if (scheduler) std::cout << " (" << schedule.kind << " schedule)";
+  if (s.grad_accumulation > 1) {
+    std::cout << ", " << s.grad_accumulation << " batches per optimizer step";
+  }
+  std::cout << ", loss " << s.loss.kind << " on " << s.loss.label << ", " << params.size()
             << " trainable parameters, seed " << result["seed"].as<uint64_t>() << ", device "
             << s.device << "\n";
-  if (eval_inputs.defined()) {
-    std::cout << "before training: " << eval_string(evaluate(model, s, eval_inputs, eval_targets))
-              << std::endl;
+  const bool evaluating = eval_data.targets.defined();
+  if (evaluating) {
+    std::cout << "before training: " << eval_string(evaluate(model, s, eval_data)) << std::endl;
   }
 
   torch::manual_seed(result["seed"].as<uint64_t>());  // the graphs' random ops (dropout)
@@ -257,14 +287,19 @@ int cmd_train(int argc, char** argv) {
     for (int64_t step = 0; step < steps; ++step) {
       const at::Tensor idx =
           perm.slice(0, step * s.batch, std::min(n_rank, (step + 1) * s.batch));
-      at::Tensor x = inputs.index_select(0, idx).to(s.device);
-      at::Tensor y = targets.index_select(0, idx).to(s.device);
-      at::Tensor out = dist.forward({x})[0];
-      at::Tensor loss = compute_loss(s, out, y, at::Reduction::Mean);
-      optimizer->zero_grad();
-      loss.backward();
-      dist.average_gradients();
-      optimizer->step();
+      // batches [group_start, group_end) share one optimizer step
+      const int64_t group_start = step / s.grad_accumulation * s.grad_accumulation;
+      const int64_t group_end = std::min(steps, group_start + s.grad_accumulation);
+      if (step == group_start) optimizer->zero_grad();
+      std::vector<at::Tensor> outs = dist.forward(model_inputs(s.loss, data, idx, s.device));
+      at::Tensor loss = compute_loss(s.loss, outs, data.targets.index_select(0, idx).to(s.device),
+                                     at::Reduction::Mean);
+      (group_end - group_start > 1 ? loss / static_cast<double>(group_end - group_start) : loss)
+          .backward();
+      if (step + 1 == group_end) {
+        dist.average_gradients();
+        optimizer->step();
+      }
       loss_sum += loss.item<double>();
       progress.update(std::min(per_epoch, (step + 1) * s.batch),
                       loss_sum / static_cast<double>(step + 1));
@@ -274,20 +309,22 @@ int cmd_train(int argc, char** argv) {
     train_loss = dist.global_mean_loss(loss_sum, steps);
     std::cout << "epoch " << epoch << "/" << epochs << "  loss " << std::fixed
               << std::setprecision(4) << train_loss;
-    if (eval_inputs.defined()) {
+    if (scheduler) std::cout << "  lr " << std::setprecision(6) << current_lr(*optimizer);
+    if (evaluating) {
       dist.sync_for_eval();
-      last_eval = evaluate(model, s, eval_inputs, eval_targets);
+      last_eval = evaluate(model, s, eval_data);
       std::cout << "  " << eval_string(last_eval);
     }
     std::cout << "  (" << std::setprecision(2) << secs << " s, " << std::setprecision(0)
               << (secs > 0 ? per_epoch * dist.world_size() / secs : 0.0) << " samples/s)"
               << std::defaultfloat
               << std::endl;
+    if (scheduler) scheduler->step();
   }
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "final: train_loss " << std::fixed << std::setprecision(4) << train_loss;
-  if (eval_inputs.defined() && epochs > 0) std::cout << "  " << eval_string(last_eval);
+  if (evaluating && epochs > 0) std::cout << "  " << eval_string(last_eval);
   std::cout << "  (" << std::setprecision(2) << total << " s)" << std::defaultfloat << "\n";
 
   dist.report(total);

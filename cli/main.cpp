@@ -1,4 +1,4 @@
-// export-cli — save · inspect · run · verify · train pt2rt archives (model.pt2).
+// export-cli — save · inspect · run · verify · train · strip · profile pt2rt archives (model.pt2).
 //
 //   export-cli <subcommand> [options] [--verbose]     export-cli <subcommand> --help
 //
@@ -30,6 +30,8 @@ constexpr const char* kUsage =
     "  run      <model.pt2> [--inputs in.pt] ...         run inference or a training step\n"
     "  verify   <model.pt2>                              check against bundled references\n"
     "  train    <model.pt2> --data train.pt ...          fine-tune in C++ and save\n"
+    "  strip    <model.pt2> <out.pt2> --inference-only   a deployment copy (no training graphs)\n"
+    "  profile  <model.pt2> [--train] [--iters N]        time per operator (--json)\n"
     "\n"
     "errors are one line on stderr; --verbose (any subcommand) prints them in full\n"
     "exit codes: 0 ok, 1 a check failed, 2 usage or input error\n";
@@ -69,8 +71,10 @@ int main(int argc, char** argv) {
   if (command == "run") handler = cmd_run;
   if (command == "verify") handler = cmd_verify;
   if (command == "train") handler = cmd_train;
+  if (command == "strip") handler = cmd_strip;
+  if (command == "profile") handler = cmd_profile;
   if (handler == nullptr) {
-    return fail("", "unknown subcommand '" + command + "' (save, inspect, run, verify, train)");
+    return fail("", "unknown subcommand '" + command + "' (save, inspect, run, verify, train, strip, profile)");
   }
   try {
     return handler(argc - 1, argv + 1);

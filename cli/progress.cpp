@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -21,6 +22,16 @@ Progress::Progress(int epoch, int epochs, int64_t total_samples, double plain_in
       start_(std::chrono::steady_clock::now()),
       last_print_(start_) {}
 
+std::string duration_string(double seconds) {
+  const auto total = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+  std::ostringstream out;
+  out << std::setfill('0');
+  if (total >= 3600) out << total / 3600 << ":" << std::setw(2) << total / 60 % 60;
+  else out << total / 60;
+  out << ":" << std::setw(2) << total % 60;
+  return out.str();
+}
+
 double Progress::elapsed_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
@@ -34,6 +45,12 @@ std::string Progress::line(int64_t done, double running_loss) const {
       << std::string(kWidth - filled, '.') << "] " << done << "/" << total_ << "  loss "
       << std::fixed << std::setprecision(4) << running_loss << "  " << std::setprecision(0)
       << (secs > 0 ? done / secs : 0.0) << " samples/s";
+  if (done > 0 && secs > 0) {
+    // the rest of this epoch and the epochs after it at this epoch's rate
+    const double left = static_cast<double>(total_ - done) +
+                        static_cast<double>(epochs_ - epoch_) * static_cast<double>(total_);
+    out << "  eta " << duration_string(left * secs / static_cast<double>(done));
+  }
   return out.str();
 }
 

@@ -131,19 +131,48 @@ std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::str
   return tensors;
 }
 
-std::pair<at::Tensor, at::Tensor> load_dataset(const std::string& path, const std::string& what) {
-  auto tensors = load_tensor_list(path, what);
-  if (tensors.size() != 2) {
-    throw UsageError(what + ": " + path + " holds " + std::to_string(tensors.size()) +
-                     " tensors, expected (inputs, targets)");
+Dataset load_dataset(const std::string& path, const std::string& what) {
+  c10::IValue value = read_pickle(path, what);
+  std::vector<c10::IValue> items;
+  if (value.isTuple()) items = value.toTupleRef().elements().vec();
+  if (value.isList()) items = value.toListRef().vec();
+  if (items.size() != 2) {
+    throw UsageError(what + ": " + path + " holds " +
+                     (items.empty() && !value.isTuple() && !value.isList()
+                          ? "a " + kind_of(value)
+                          : std::to_string(items.size()) + " tensors") +
+                     ", expected (inputs, targets) or ((input_0, input_1, ...), targets)");
   }
-  const at::Tensor& inputs = tensors[0];
-  const at::Tensor& targets = tensors[1];
-  if (inputs.dim() == 0 || targets.dim() == 0 || inputs.size(0) != targets.size(0)) {
-    throw UsageError(what + ": " + path + ": inputs " + describe(inputs) + " and targets " +
-                     describe(targets) + " must have the same first (sample) dimension");
+  auto tensor_at = [&](const c10::IValue& item, const std::string& where) {
+    if (!item.isTensor()) {
+      throw UsageError(what + ": " + where + " of " + path + " is a " + kind_of(item) +
+                       ", expected a tensor");
+    }
+    return item.toTensor();
+  };
+  Dataset data;
+  if (items[0].isTuple() || items[0].isList()) {
+    const auto inner = items[0].isTuple() ? items[0].toTupleRef().elements().vec()
+                                          : items[0].toListRef().vec();
+    if (inner.empty()) throw UsageError(what + ": " + path + " holds an empty inputs tuple");
+    for (const auto i : c10::irange(inner.size())) {
+      data.inputs.push_back(tensor_at(inner[i], "input " + std::to_string(i)));
+    }
+  } else {
+    data.inputs.push_back(tensor_at(items[0], "element 0"));
   }
-  return {inputs, targets};
+  data.targets = tensor_at(items[1], "element 1 (targets)");
+  const at::Tensor& targets = data.targets;
+  for (const auto i : c10::irange(data.inputs.size())) {
+    const at::Tensor& inputs = data.inputs[i];
+    if (inputs.dim() == 0 || targets.dim() == 0 || inputs.size(0) != targets.size(0)) {
+      throw UsageError(what + ": " + path + ": " +
+                       (data.inputs.size() > 1 ? "input " + std::to_string(i) : "inputs") + " " +
+                       describe(inputs) + " and targets " + describe(targets) +
+                       " must have the same first (sample) dimension");
+    }
+  }
+  return data;
 }
 
 void save_tensor_list(const std::string& path, const std::vector<at::Tensor>& tensors) {

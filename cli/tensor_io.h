@@ -25,9 +25,18 @@ namespace pt2rt::cli {
 /// @throws UsageError: missing file, not a torch.save file, or another content.
 std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::string& what);
 
-/// Reads a `(inputs, targets)` pair of tensors with the same first dimension.
+/// Training or evaluation samples: one tensor per model input and the targets, all with the
+/// same first (sample) dimension.
+struct Dataset {
+  std::vector<at::Tensor> inputs;  ///< one per user input of the model, in forward() order
+  at::Tensor targets;
+  int64_t size() const { return targets.size(0); }
+};
+
+/// Reads `(inputs, targets)` (one input) or `((input_0, input_1, ...), targets)` (a model
+/// with several inputs; a list works as the inner tuple), tensors with the same first dim.
 /// @throws UsageError naming the file and what is wrong.
-std::pair<at::Tensor, at::Tensor> load_dataset(const std::string& path, const std::string& what);
+Dataset load_dataset(const std::string& path, const std::string& what);
 
 /// Writes `tensors` as a Python list (read back by torch.load as list[Tensor]).
 /// Tensors are moved to CPU and detached first.

@@ -5,6 +5,7 @@ set -euo pipefail
 PKGS=(cmake g++ ccache ninja-build libtorch-dev python3-torch python3-torchvision
       libflatbuffers-dev flatbuffers-compiler python3-flatbuffers libzip-dev zipcmp zipmerge
       ziptool catch2 libcxxopts-dev nlohmann-json3-dev python3-networkx python3-pytest python3-sklearn
+      graphviz
       libpython3-dev clang-14 libclang-rt-14-dev  # clang + libFuzzer: tests/fuzz
       libgloo-dev)  # <gloo/...> headers that c10d's ProcessGroupGloo.hpp includes (pt2rt_distributed)
 missing=()

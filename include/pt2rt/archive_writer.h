@@ -82,4 +82,15 @@ void write_archive_copy(const std::string& path, const Archive& source,
 std::vector<uint8_t> drop_example_references(const uint8_t* data, size_t size,
                                              const ArchiveLimits& limits = {});
 
+/// Returns `program.fb` bytes for deployment (ONNX Runtime's "export for inferencing"
+/// analogue): only the inference graph is kept (forward, backward and joint graphs are
+/// removed) and the bundled examples keep their inputs and eval-mode output references but
+/// lose the training ones (train-mode outputs, cotangents, gradients, buffers). Weights,
+/// operators, symbols and metadata are unchanged. Same object-API round trip as
+/// drop_example_references.
+/// @throws InputError when the program has no inference graph; FormatError as
+///   drop_example_references.
+std::vector<uint8_t> strip_training(const uint8_t* data, size_t size,
+                                    const ArchiveLimits& limits = {});
+
 }  // namespace pt2rt

@@ -135,7 +135,7 @@ def test_errors(cli, archives, mlp_data, tmp_path):
     few = save_tensors(tmp_path / "few.pt", (x[:3], y[:3]))
     cli.usage_error("train", a.path, "--data", few, mentions=["fewer than one batch"])
     bad_targets = save_tensors(tmp_path / "t2d.pt", (x, torch.zeros(12, 2, dtype=torch.long)))
-    cli.usage_error("train", a.path, "--data", bad_targets, mentions=["int64[N]"])
+    cli.usage_error("train", a.path, "--data", bad_targets, mentions=["need an output [N, C, 2]"])
     cli.usage_error("train", a.path, "--data", data, "--save", tmp_path / "no" / "dir" / "t.pt2",
                     mentions=["t.pt2"])
 
