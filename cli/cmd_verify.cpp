@@ -1,7 +1,8 @@
 // export-cli verify — self-check an archive on this machine against the eager references
 // bundled at export: every example through inference and through training forward +
 // backward; outputs, parameter gradients and updated buffers compared with
-// torch.testing.assert_close's default tolerances for their dtype.
+// torch.testing.assert_close's default tolerances for their dtype. Gradients bundled as
+// sketches (the default since schema 1.2) are checked by pt2rt/grad_sketch.h's rule.
 //
 //   export-cli verify <model.pt2> [--device cpu|cuda]
 //
@@ -29,6 +30,7 @@
 #include "options.h"
 #include <ATen/Context.h>
 
+#include "pt2rt/grad_sketch.h"
 #include "pt2rt/model.h"
 #include "pt2rt/randomness.h"
 #include "signature.h"
@@ -142,6 +144,39 @@ void compare_named(Table& table, const std::string& prefix, const NamedTensors& 
   }
 }
 
+/// Gradients against their sketches (schema 1.2, pt2rt/grad_sketch.h): one row each, marked
+/// "(sketch)"; the error columns are over the sketch's statistics.
+void compare_sketches(Table& table, const std::string& prefix, const NamedTensors& actual,
+                      const ExampleReferences& ref, const std::set<std::string>& random) {
+  std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
+  for (const GradSketch& sketch : ref.grad_sketches) {
+    Comparison c;
+    auto it = by_name.find(sketch.name);
+    if (it == by_name.end()) {
+      c.problem = "not produced by the runtime";
+    } else if (random.count(sketch.name) > 0) {  // as check_unreplayed, from the sketch's meta
+      const at::Tensor& g = it->second;
+      c.max_abs = c.max_rel = std::nan("");
+      c.pass = g.defined() && g.scalar_type() == sketch.dtype && g.sizes().vec() == sketch.sizes &&
+               g.isfinite().all().item<bool>();
+      std::ostringstream ref_type;
+      ref_type << sketch.dtype << c10::IntArrayRef(sketch.sizes);
+      c.problem = c.pass ? "random: dtype, shape, finite (sketch)"
+                         : "random: got " + describe(g) + ", reference sketch of " +
+                               ref_type.str();
+    } else {
+      const Tolerance tol = default_tolerance(sketch.dtype);
+      const GradSketchCheck s =
+          check_grad_sketch(it->second, sketch, ref.grad_sketch_seed, tol.rtol, tol.atol);
+      c.pass = s.pass;
+      c.max_abs = s.max_abs;
+      c.max_rel = s.max_rel;
+      c.problem = s.pass ? "(sketch)" : s.problem;
+    }
+    table.add(prefix + " " + sketch.name, c);
+  }
+}
+
 /// Dtype and static sizes of `t` against the signature's meta.
 Comparison check_signature(const at::Tensor& t, const TensorMeta* meta, const Program& program) {
   Comparison c;
@@ -234,6 +269,7 @@ int cmd_verify(int argc, char** argv) {
       compare_lists(table, name + " train output", step.outputs, ref.train_outputs,
                     random.train_outputs);
       compare_named(table, name + " grad", step.grads, ref.grads, random.grads);
+      compare_sketches(table, name + " grad", step.grads, ref, random.grads);
       compare_named(table, name + " buffer", model.named_buffers(), ref.buffers, random.buffers);
       restore_buffers(model, saved);
     }

@@ -1,7 +1,7 @@
 """``python -m pt2rt``: export from the command line, and inspect archives.
 
     python -m pt2rt save <file.py|module>:<callable> <out.pt2> [--inputs in.pt]
-                         [--no-train] [--no-inference] [--no-examples]
+                         [--no-train] [--no-inference] [--no-examples] [--full-references]
                          [--partitioner default|min_cut] [--optimize-inference]
                          [--dynamic ARG:DIM=NAME[MIN,MAX] ...]
     python -m pt2rt inspect <model.pt2>
@@ -11,6 +11,9 @@ tensor or a tuple/list of tensors — or just a model, whose example inputs then
 ``--inputs``: a file written by ``torch.save`` holding a tuple/list of tensors (loaded with
 ``weights_only=True``). Prints a summary of the archive. Exit status 0 on success, 1 when the
 export fails (the message names why), 2 on bad command-line usage.
+
+``--full-references`` bundles every gradient reference in full instead of a sketch
+(``grad_sketch.py``).
 
 ``--dynamic`` (repeatable) marks a dynamic dim (``pt2rt.Dim``): ``x:0=batch[1,512]`` makes dim
 0 of argument ``x`` the Dim ``batch`` in [1, 512] (``batch[1,]``: unbounded); a later
@@ -99,6 +102,7 @@ def cmd_save(ns: argparse.Namespace) -> int:
     model, args = _model_and_args(ns.target, ns.inputs)
     exported = pt2rt.export(model, args, train=not ns.no_train, inference=not ns.no_inference,
                             partitioner=ns.partitioner, bundle_examples=not ns.no_examples,
+                            full_references=ns.full_references,
                             optimize_inference=ns.optimize_inference, dynamic_shapes=dynamic)
     exported.save(ns.out)
     print(f"wrote {ns.out} ({os.path.getsize(ns.out)} bytes)")
@@ -122,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-train", action="store_true", help="skip the forward/backward graphs")
     s.add_argument("--no-inference", action="store_true", help="skip the inference graph")
     s.add_argument("--no-examples", action="store_true", help="do not bundle example references")
+    s.add_argument("--full-references", action="store_true",
+                   help="bundle every gradient reference in full (default: compact sketches)")
     s.add_argument("--partitioner", choices=["default", "min_cut"], default="default")
     s.add_argument("--optimize-inference", action="store_true",
                    help="fold BatchNorm into the convolution/linear before it in the inference "
