@@ -128,6 +128,7 @@ int cmd_save(int argc, char** argv) {
       ("no-train", "export the inference graph only (no forward/backward graphs)")
       ("no-inference", "skip the inference graph")
       ("no-examples", "do not bundle the example inputs and eager references")
+      ("verbose", "on failure, the exporter's whole message and Python traceback")
       ("full-references", "bundle every gradient reference in full (default: compact "
        "sketches, a few numbers per gradient; the archive grows by about the weights' size)")
       ("optimize-inference", "fold BatchNorm into the convolution/linear before it in the "
@@ -167,7 +168,8 @@ int cmd_save(int argc, char** argv) {
   if (result.count("inputs"))
     cmd.insert(cmd.end(), {"--inputs", result["inputs"].as<std::string>()});
   for (const char* flag :
-       {"no-train", "no-inference", "no-examples", "full-references", "optimize-inference"}) {
+       {"no-train", "no-inference", "no-examples", "full-references", "optimize-inference",
+        "verbose"}) {
     if (result.count(flag)) cmd.push_back(std::string("--") + flag);
   }
   if (result.count("partitioner")) {

@@ -4,7 +4,7 @@
 // torch.testing.assert_close's default tolerances for their dtype. Gradients bundled as
 // sketches (the default since schema 1.2) are checked by pt2rt/grad_sketch.h's rule.
 //
-//   export-cli verify <model.pt2> [--device cpu|cuda]
+//   export-cli verify <model.pt2> [--device cpu|cuda] [--allow-no-examples]
 //
 // Randomness (pt2rt/randomness.h): before each run the default generator is seeded with the
 // seed the exporter used for the eager references, so a model with dropout draws the same
@@ -13,7 +13,8 @@
 // that depend on random draws are checked by dtype, shape and finite values instead, and
 // verify says so.
 //
-// Exit 0 when everything is close, 1 when anything is not. An archive whose weights were
+// Exit 0 when everything is close, 1 when anything is not, or when the archive has no
+// bundled examples (nothing verified) unless --allow-no-examples. An archive whose weights were
 // re-saved (train --save, Model::save) keeps its example inputs but not the references:
 // then the examples are run, outputs are checked against the signature (dtype, shape),
 // and verify says there are no references and exits 0.
@@ -208,7 +209,9 @@ int cmd_verify(int argc, char** argv) {
       "archive to verify");
   // clang-format off
   options.add_options()
-      ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"));
+      ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
+      ("allow-no-examples", "exit 0 on an archive without bundled examples (default: exit 1, "
+       "nothing was verified)");
   // clang-format on
   add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
@@ -220,8 +223,12 @@ int cmd_verify(int argc, char** argv) {
   const Program& program = model.program();
   const std::vector<Example> examples = model.examples();  // decoded now, not kept by the model
   if (examples.empty()) {
-    std::cout << path << ": no bundled examples, nothing to verify\n";
-    return kExitOk;
+    const bool allowed = result.count("allow-no-examples") > 0;
+    std::cout << path << ": no bundled examples, nothing to verify"
+              << (allowed ? " (--allow-no-examples)" : " (export with examples, or pass "
+                                                       "--allow-no-examples)")
+              << "\n";
+    return allowed ? kExitOk : kExitCheckFailed;
   }
   const bool trainable = has_training_graphs(program);
   const std::optional<uint64_t> seed = reference_rng_seed(program);

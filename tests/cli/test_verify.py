@@ -234,3 +234,14 @@ def test_unreplayable_draws_are_checked_by_dtype_shape_and_finiteness(cli, dropo
     # eval mode draws nothing, and num_batches_tracked does not depend on the mask
     assert "random" not in rows["example0 output[0]"]
     assert "random" not in rows["example0 buffer bn.num_batches_tracked"]
+
+
+def test_no_examples_exits_1_unless_allowed(cli, tmp_path):
+    import models
+    import pt2rt
+    model, args = models.build("mlp")
+    path = tmp_path / "bare.pt2"
+    pt2rt.export(model, args, bundle_examples=False).save(str(path))
+    r = cli("verify", path)
+    assert r.rc == 1 and "no bundled examples" in r.out and "--allow-no-examples" in r.out
+    assert "nothing to verify" in cli.ok("verify", path, "--allow-no-examples").out
