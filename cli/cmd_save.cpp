@@ -1,7 +1,8 @@
 // export-cli save — export a PyTorch model by running pt2rt's Python exporter.
 //
 //   export-cli save <file.py|module>:<callable> <out.pt2> [--inputs in.pt] [--no-train]
-//                   [--no-inference] [--no-examples] [--partitioner default|min_cut]
+//                   [--no-inference] [--no-examples] [--full-references]
+//                   [--partitioner default|min_cut]
 //                   [--optimize-inference] [--dynamic ARG:DIM=NAME[MIN,MAX] ...]
 //                   [-- <more exporter options>]
 //
@@ -127,6 +128,9 @@ int cmd_save(int argc, char** argv) {
       ("no-train", "export the inference graph only (no forward/backward graphs)")
       ("no-inference", "skip the inference graph")
       ("no-examples", "do not bundle the example inputs and eager references")
+      ("verbose", "on failure, the exporter's whole message and Python traceback")
+      ("full-references", "bundle every gradient reference in full (default: compact "
+       "sketches, a few numbers per gradient; the archive grows by about the weights' size)")
       ("optimize-inference", "fold BatchNorm into the convolution/linear before it in the "
        "inference graph (computed from the current weights; cached by the runtime)")
       ("partitioner", "forward/backward partitioner: default or min_cut",
@@ -163,7 +167,9 @@ int cmd_save(int argc, char** argv) {
   std::vector<std::string> cmd = {python, "-m", "pt2rt", "save", spec, out};
   if (result.count("inputs"))
     cmd.insert(cmd.end(), {"--inputs", result["inputs"].as<std::string>()});
-  for (const char* flag : {"no-train", "no-inference", "no-examples", "optimize-inference"}) {
+  for (const char* flag :
+       {"no-train", "no-inference", "no-examples", "full-references", "optimize-inference",
+        "verbose"}) {
     if (result.count(flag)) cmd.push_back(std::string("--") + flag);
   }
   if (result.count("partitioner")) {

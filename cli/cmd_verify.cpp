@@ -1,9 +1,10 @@
 // export-cli verify — self-check an archive on this machine against the eager references
 // bundled at export: every example through inference and through training forward +
 // backward; outputs, parameter gradients and updated buffers compared with
-// torch.testing.assert_close's default tolerances for their dtype.
+// torch.testing.assert_close's default tolerances for their dtype. Gradients bundled as
+// sketches (the default since schema 1.2) are checked by pt2rt/grad_sketch.h's rule.
 //
-//   export-cli verify <model.pt2> [--device cpu|cuda]
+//   export-cli verify <model.pt2> [--device cpu|cuda] [--allow-no-examples]
 //
 // Randomness (pt2rt/randomness.h): before each run the default generator is seeded with the
 // seed the exporter used for the eager references, so a model with dropout draws the same
@@ -12,7 +13,8 @@
 // that depend on random draws are checked by dtype, shape and finite values instead, and
 // verify says so.
 //
-// Exit 0 when everything is close, 1 when anything is not. An archive whose weights were
+// Exit 0 when everything is close, 1 when anything is not, or when the archive has no
+// bundled examples (nothing verified) unless --allow-no-examples. An archive whose weights were
 // re-saved (train --save, Model::save) keeps its example inputs but not the references:
 // then the examples are run, outputs are checked against the signature (dtype, shape),
 // and verify says there are no references and exits 0.
@@ -29,6 +31,7 @@
 #include "options.h"
 #include <ATen/Context.h>
 
+#include "pt2rt/grad_sketch.h"
 #include "pt2rt/model.h"
 #include "pt2rt/randomness.h"
 #include "signature.h"
@@ -142,6 +145,39 @@ void compare_named(Table& table, const std::string& prefix, const NamedTensors& 
   }
 }
 
+/// Gradients against their sketches (schema 1.2, pt2rt/grad_sketch.h): one row each, marked
+/// "(sketch)"; the error columns are over the sketch's statistics.
+void compare_sketches(Table& table, const std::string& prefix, const NamedTensors& actual,
+                      const ExampleReferences& ref, const std::set<std::string>& random) {
+  std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
+  for (const GradSketch& sketch : ref.grad_sketches) {
+    Comparison c;
+    auto it = by_name.find(sketch.name);
+    if (it == by_name.end()) {
+      c.problem = "not produced by the runtime";
+    } else if (random.count(sketch.name) > 0) {  // as check_unreplayed, from the sketch's meta
+      const at::Tensor& g = it->second;
+      c.max_abs = c.max_rel = std::nan("");
+      c.pass = g.defined() && g.scalar_type() == sketch.dtype && g.sizes().vec() == sketch.sizes &&
+               g.isfinite().all().item<bool>();
+      std::ostringstream ref_type;
+      ref_type << sketch.dtype << c10::IntArrayRef(sketch.sizes);
+      c.problem = c.pass ? "random: dtype, shape, finite (sketch)"
+                         : "random: got " + describe(g) + ", reference sketch of " +
+                               ref_type.str();
+    } else {
+      const Tolerance tol = default_tolerance(sketch.dtype);
+      const GradSketchCheck s =
+          check_grad_sketch(it->second, sketch, ref.grad_sketch_seed, tol.rtol, tol.atol);
+      c.pass = s.pass;
+      c.max_abs = s.max_abs;
+      c.max_rel = s.max_rel;
+      c.problem = s.pass ? "(sketch)" : s.problem;
+    }
+    table.add(prefix + " " + sketch.name, c);
+  }
+}
+
 /// Dtype and static sizes of `t` against the signature's meta.
 Comparison check_signature(const at::Tensor& t, const TensorMeta* meta, const Program& program) {
   Comparison c;
@@ -173,7 +209,9 @@ int cmd_verify(int argc, char** argv) {
       "archive to verify");
   // clang-format off
   options.add_options()
-      ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"));
+      ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
+      ("allow-no-examples", "exit 0 on an archive without bundled examples (default: exit 1, "
+       "nothing was verified)");
   // clang-format on
   add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
@@ -185,8 +223,12 @@ int cmd_verify(int argc, char** argv) {
   const Program& program = model.program();
   const std::vector<Example> examples = model.examples();  // decoded now, not kept by the model
   if (examples.empty()) {
-    std::cout << path << ": no bundled examples, nothing to verify\n";
-    return kExitOk;
+    const bool allowed = result.count("allow-no-examples") > 0;
+    std::cout << path << ": no bundled examples, nothing to verify"
+              << (allowed ? " (--allow-no-examples)" : " (export with examples, or pass "
+                                                       "--allow-no-examples)")
+              << "\n";
+    return allowed ? kExitOk : kExitCheckFailed;
   }
   const bool trainable = has_training_graphs(program);
   const std::optional<uint64_t> seed = reference_rng_seed(program);
@@ -234,6 +276,7 @@ int cmd_verify(int argc, char** argv) {
       compare_lists(table, name + " train output", step.outputs, ref.train_outputs,
                     random.train_outputs);
       compare_named(table, name + " grad", step.grads, ref.grads, random.grads);
+      compare_sketches(table, name + " grad", step.grads, ref, random.grads);
       compare_named(table, name + " buffer", model.named_buffers(), ref.buffers, random.buffers);
       restore_buffers(model, saved);
     }

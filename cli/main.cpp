@@ -11,11 +11,13 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "options.h"
 #include "pt2rt/errors.h"
 #include "terminal.h"
+#include "version.h"
 
 namespace {
 
@@ -34,6 +36,7 @@ constexpr const char* kUsage =
     "  profile  <model.pt2> [--train] [--iters N]        time per operator (--json)\n"
     "\n"
     "errors are one line on stderr; --verbose (any subcommand) prints them in full\n"
+    "export-cli --version: pt2rt, archive format, schema and LibTorch versions\n"
     "exit codes: 0 ok, 1 a check failed, 2 usage or input error\n";
 
 bool verbose = false;
@@ -65,6 +68,10 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return kExitOk;
   }
+  if (command == "--version" || command == "version") {
+    print_version(std::cout);
+    return kExitOk;
+  }
   int (*handler)(int, char**) = nullptr;
   if (command == "save") handler = cmd_save;
   if (command == "inspect") handler = cmd_inspect;
@@ -76,8 +83,12 @@ int main(int argc, char** argv) {
   if (handler == nullptr) {
     return fail("", "unknown subcommand '" + command + "' (save, inspect, run, verify, train, strip, profile)");
   }
+  // `save` hands --verbose on to the Python exporter (its traceback on failure).
+  std::vector<char*> args(argv + 1, argv + argc);
+  static char verbose_flag[] = "--verbose";
+  if (verbose && command == "save") args.push_back(verbose_flag);
   try {
-    return handler(argc - 1, argv + 1);
+    return handler(static_cast<int>(args.size()), args.data());
   } catch (const pt2rt::Error& e) {
     // ExecutionError's context (arguments, export stack trace) shows with --verbose.
     return fail(command, e.what());

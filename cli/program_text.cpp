@@ -260,6 +260,10 @@ void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& 
   for (const auto& ex : program.examples) {
     out << "\n  " << ex.name << ": " << ex.inputs.size() << " input(s), "
         << (ex.references ? "with eager references" : "no references");
+    if (ex.references) {
+      out << " (gradients: " << ex.references->grads.size() << " full, "
+          << ex.references->grad_sketches.size() << " sketched)";
+    }
   }
   if (!program.metadata.empty()) {
     out << "\nmetadata:";
@@ -402,7 +406,10 @@ ordered_json summary_json(const ArchiveFacts& facts, const Program& program) {
   for (const auto& ex : program.examples) {
     examples.push_back({{"name", ex.name},
                         {"num_inputs", ex.inputs.size()},
-                        {"has_references", ex.references.has_value()}});
+                        {"has_references", ex.references.has_value()},
+                        {"full_grads", ex.references ? ex.references->grads.size() : 0},
+                        {"sketched_grads",
+                         ex.references ? ex.references->grad_sketches.size() : 0}});
   }
   j["examples"] = examples;
   j["metadata"] = program.metadata;

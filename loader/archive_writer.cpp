@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -27,6 +28,25 @@
 
 namespace pt2rt {
 namespace {
+
+/// The mode a new file gets from open(..., 0666): 0666 & ~umask. The umask is read from
+/// /proc/self/status ("Umask:", Linux >= 4.7) without changing it; elsewhere umask() is set
+/// and restored at once.
+mode_t new_file_mode() {
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    unsigned mask = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof(line), f) != nullptr) {
+      found = std::sscanf(line, "Umask: %o", &mask) == 1;
+    }
+    std::fclose(f);
+    if (found) return 0666 & ~static_cast<mode_t>(mask);
+  }
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  return 0666 & ~mask;
+}
 
 constexpr uint16_t kAlignExtraId = 0xD935;  // Android zipalign: u16 alignment, then padding
 constexpr uint64_t kLocalHeaderSize = 30;
@@ -345,9 +365,10 @@ void write_entries(const std::string& path, const std::vector<EntrySource>& entr
     }
   }
 
-  // Keep the target's permissions; a new file gets rw-r--r--.
+  // Keep the target's permissions; a new file gets what open() would give it (0666 & ~umask),
+  // as the Python exporter's write_archive does.
   struct stat st {};
-  const mode_t mode = ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+  const mode_t mode = ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
   if (::fchmod(temp.fd, mode) != 0 || ::fsync(temp.fd) != 0) {
     throw Error(where + ": cannot sync the temp file (" + std::strerror(errno) + ")");
   }

@@ -528,6 +528,21 @@ class Converter {
     return out;
   }
 
+  GradSketch grad_sketch(const fbs::GradSketch* s) {
+    if (s == nullptr) bad("missing gradient sketch");
+    charge(sizeof(GradSketch));
+    GradSketch out;
+    out.name = str(s->name());
+    out.dtype = dtype(s->dtype());
+    out.sizes = vec(s->sizes());
+    out.norm = s->norm();
+    out.sum = s->sum();
+    out.abs_sum = s->abs_sum();
+    out.max_abs = s->max_abs();
+    out.projections = vec(s->projections());
+    return out;
+  }
+
   Example example(const fbs::Example& e) {
     charge(sizeof(Example));
     Example out;
@@ -541,6 +556,10 @@ class Converter {
       refs.grad_outputs = tensors(r->grad_outputs());
       refs.grads = named(r->grads());
       refs.buffers = named(r->buffers());
+      refs.grad_sketch_seed = r->grad_sketch_seed();
+      if (const auto* v = r->grad_sketches()) {
+        for (const auto* s : *v) refs.grad_sketches.push_back(grad_sketch(s));
+      }
       out.references = std::move(refs);
     }
     return out;

@@ -517,6 +517,21 @@ class Validator {
     }
   }
 
+  /// A sketch's cost to check is numel x projections (grad_sketch.h): both bounded here.
+  void check_grad_sketch(const GradSketch& s, const std::string& what) {
+    int64_t numel = 0;
+    if (!checked_numel(s.sizes, &numel) || static_cast<uint64_t>(numel) >= kGradSketchMaxNumel) {
+      fail(what + ": sizes " + join(s.sizes) + " are negative, overflow or reach 2^32 elements");
+    }
+    if (!c10::isFloatingType(s.dtype)) {
+      fail(what + ": dtype " + std::string(c10::toString(s.dtype)) + " is not floating");
+    }
+    if (s.projections.size() > kGradSketchMaxProjections) {
+      fail(what + ": " + std::to_string(s.projections.size()) + " projections, at most " +
+           std::to_string(kGradSketchMaxProjections));
+    }
+  }
+
   void check_examples() {
     for (size_t e = 0; e < p_.examples.size(); ++e) {
       const Example& ex = p_.examples[e];
@@ -531,6 +546,7 @@ class Validator {
       for (size_t i = 0; i < r.grad_outputs.size(); ++i) check_tensor_data(r.grad_outputs[i], w + " grad output " + std::to_string(i));
       for (const auto& [name, t] : r.grads) check_tensor_data(t, w + " grad '" + name + "'");
       for (const auto& [name, t] : r.buffers) check_tensor_data(t, w + " buffer '" + name + "'");
+      for (const auto& s : r.grad_sketches) check_grad_sketch(s, w + " gradient sketch '" + s.name + "'");
     }
   }
 };

@@ -102,7 +102,8 @@ class ExportedArchive:
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
            train: bool = True, inference: bool = True, partitioner: str = "default",
            bundle_examples: bool = True, decompositions: Optional[Dict] = None,
-           optimize_inference: bool = False, dynamic_shapes: Any = None) -> ExportedArchive:
+           optimize_inference: bool = False, dynamic_shapes: Any = None,
+           full_references: bool = False) -> ExportedArchive:
     """Captures ``model`` on the example inputs and builds the archive contents.
 
     Args:
@@ -116,6 +117,12 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
         partitioner: "default" or "min_cut" (functorch's default_partition /
             min_cut_rematerialization_partition).
         bundle_examples: store the inputs and eager references (program.fb ``examples``).
+            Outputs and buffers are stored exactly; gradients as *sketches* (norm, sum, abs
+            sum, max abs and 8 seeded random projections each, ``grad_sketch.py``: a few bytes
+            per parameter instead of a copy of every gradient, as large as the weights).
+        full_references: store every gradient reference in full instead of a sketch (the
+            archive then grows by about the weights' size; ``verify`` compares gradients
+            element by element, catching an error in a single element).
         decompositions: extra decompositions applied while tracing, a dict from ATen op
             (``torch.ops.aten.<op>.<overload>``, or a packet for all overloads) to a Python
             function, e.g. ``torch._decomp.get_decompositions([torch.ops.aten.addmm])``. Passed
@@ -154,6 +161,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
         examples.append(eager_example(model, captured.weights, captured.signature,
                                       captured.example_inputs,
                                       train=train, inference=inference,
-                                      train_run=captured.eager_train))
+                                      train_run=captured.eager_train,
+                                      full_references=full_references))
     program, blobs = build_program(captured, examples)
     return ExportedArchive(captured, program, write_program(program), blobs)

@@ -58,6 +58,26 @@ def _write_aligned(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
         dst.write(data)
 
 
+def _target_mode(path: str) -> int:
+    """The saved archive's permissions: the replaced file's, else what ``open()`` gives a new
+    file (0o666 & ~umask) — the same rule as the C++ writer (loader/archive_writer.cpp).
+    ``mkstemp`` alone would leave 0o600."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_archive(path: str, program: bytes, weights: Sequence[Tuple[str, bytes]],
                   extra: Optional[Mapping[str, bytes]] = None) -> None:
     """Writes the archive to ``path`` atomically (an existing file is replaced only once the
@@ -95,6 +115,7 @@ def write_archive(path: str, program: bytes, weights: Sequence[Tuple[str, bytes]
                 for name, data in entries:
                     _write_aligned(zf, name, data)
             f.flush()
+            os.fchmod(f.fileno(), _target_mode(path))
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:

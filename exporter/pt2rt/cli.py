@@ -1,7 +1,7 @@
 """``python -m pt2rt``: export from the command line, and inspect archives.
 
     python -m pt2rt save <file.py|module>:<callable> <out.pt2> [--inputs in.pt]
-                         [--no-train] [--no-inference] [--no-examples]
+                         [--no-train] [--no-inference] [--no-examples] [--full-references]
                          [--partitioner default|min_cut] [--optimize-inference]
                          [--dynamic ARG:DIM=NAME[MIN,MAX] ...]
     python -m pt2rt inspect <model.pt2>
@@ -11,6 +11,12 @@ tensor or a tuple/list of tensors — or just a model, whose example inputs then
 ``--inputs``: a file written by ``torch.save`` holding a tuple/list of tensors (loaded with
 ``weights_only=True``). Prints a summary of the archive. Exit status 0 on success, 1 when the
 export fails (the message names why), 2 on bad command-line usage.
+
+Failures print one line on stderr (``pt2rt: error: ...``); ``--verbose`` (before or after the
+subcommand: ``python -m pt2rt --verbose save ...``) prints the whole message and the Python
+traceback. ``--version`` prints the pt2rt, archive format, schema, torch and Python versions.
+``--full-references`` bundles every gradient reference in full instead of a sketch
+(``grad_sketch.py``).
 
 ``--dynamic`` (repeatable) marks a dynamic dim (``pt2rt.Dim``): ``x:0=batch[1,512]`` makes dim
 0 of argument ``x`` the Dim ``batch`` in [1, 512] (``batch[1,]``: unbounded); a later
@@ -99,6 +105,7 @@ def cmd_save(ns: argparse.Namespace) -> int:
     model, args = _model_and_args(ns.target, ns.inputs)
     exported = pt2rt.export(model, args, train=not ns.no_train, inference=not ns.no_inference,
                             partitioner=ns.partitioner, bundle_examples=not ns.no_examples,
+                            full_references=ns.full_references,
                             optimize_inference=ns.optimize_inference, dynamic_shapes=dynamic)
     exported.save(ns.out)
     print(f"wrote {ns.out} ({os.path.getsize(ns.out)} bytes)")
@@ -112,8 +119,31 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _version_text() -> str:
+    """``python -m pt2rt --version``: pt2rt, archive format and schema, torch and Python (the
+    first line matches ``export-cli --version``'s)."""
+    from . import constants
+    from .version import __version__
+    return (f"pt2rt {__version__}\narchive format {constants.ARCHIVE_FORMAT} "
+            f"{constants.ARCHIVE_VERSION}, schema {constants.SCHEMA_MAJOR}."
+            f"{constants.SCHEMA_MINOR}\ntorch {torch.__version__}, Python "
+            f"{sys.version.split()[0]}")
+
+
+class _VersionAction(argparse.Action):
+    """``--version`` (argparse's own "version" action would re-wrap the lines)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pt2rt", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action=_VersionAction, nargs=0,
+                   help="print the pt2rt, archive format, schema, torch and Python versions")
+    p.add_argument("--verbose", action="store_true",
+                   help="on failure, print the whole message and the Python traceback")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("save", help="export a model to a .pt2 archive")
     s.add_argument("target", help="<file.py or module>:<callable>")
@@ -122,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-train", action="store_true", help="skip the forward/backward graphs")
     s.add_argument("--no-inference", action="store_true", help="skip the inference graph")
     s.add_argument("--no-examples", action="store_true", help="do not bundle example references")
+    s.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="on failure, print the whole message and the Python traceback")
+    s.add_argument("--full-references", action="store_true",
+                   help="bundle every gradient reference in full (default: compact sketches)")
     s.add_argument("--partitioner", choices=["default", "min_cut"], default="default")
     s.add_argument("--optimize-inference", action="store_true",
                    help="fold BatchNorm into the convolution/linear before it in the inference "
@@ -146,6 +180,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"pt2rt: error: {e}", file=sys.stderr)
         return 2
-    except (ExportError, FormatError, OSError) as e:
-        print(f"pt2rt: error: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 — every failure: one line, or in full with --verbose
+        known = isinstance(e, (ExportError, FormatError, OSError))
+        if getattr(ns, "verbose", False):
+            import traceback
+            traceback.print_exc()
+            print(f"pt2rt: error: {e}", file=sys.stderr)
+        else:
+            lines = [line for line in str(e).splitlines() if line.strip()]
+            what = lines[0] if lines else ""
+            what = what if known else f"{type(e).__name__}: {what}"
+            more = " ..." if len(lines) > 1 else ""
+            print(f"pt2rt: error: {what}{more} (--verbose: the full message and traceback)",
+                  file=sys.stderr)
         return 1

@@ -16,9 +16,9 @@ from .errors import FormatError
 from .fbs_gen import ensure_bindings
 from .graph_ir import GraphRole, WeightKind
 from .program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Example, ExampleReferences,
-                         Graph, GraphInput, GraphOutput, Node, Operator, Producer, Program,
-                         RangeConstraint, SymExpr, Symbol, TensorData, TensorMeta, Value,
-                         ValueKind, Weight)
+                         GradSketch, Graph, GraphInput, GraphOutput, Node, Operator, Producer,
+                         Program, RangeConstraint, SymExpr, Symbol, TensorData, TensorMeta,
+                         Value, ValueKind, Weight)
 
 ensure_bindings()
 
@@ -142,6 +142,11 @@ def _named(n):
     return (_s(n.Name()), _tensor_data(n.Tensor()))
 
 
+def _grad_sketch(s) -> GradSketch:
+    return GradSketch(_s(s.Name()), s.Dtype(), _vec(s, "Sizes"), s.Norm(), s.Sum(), s.AbsSum(),
+                      s.MaxAbs(), _vec(s, "Projections"))
+
+
 def _example(e) -> Example:
     r = e.References()
     refs = None
@@ -149,7 +154,9 @@ def _example(e) -> Example:
         refs = ExampleReferences(outputs=_vec(r, "Outputs", _tensor_data),
                                  train_outputs=_vec(r, "TrainOutputs", _tensor_data),
                                  grad_outputs=_vec(r, "GradOutputs", _tensor_data),
-                                 grads=_vec(r, "Grads", _named), buffers=_vec(r, "Buffers", _named))
+                                 grads=_vec(r, "Grads", _named), buffers=_vec(r, "Buffers", _named),
+                                 grad_sketch_seed=r.GradSketchSeed(),
+                                 grad_sketches=_vec(r, "GradSketches", _grad_sketch))
     return Example(_s(e.Name()), _vec(e, "Inputs", _tensor_data), refs)
 
 

@@ -200,12 +200,29 @@ class TensorData:
 
 
 @dataclass
+class GradSketch:
+    """A gradient summarised in float64 (schema 1.2; definition and tolerance rule in
+    ``grad_sketch.py``)."""
+
+    name: str                     # FQN or "input:<i>"
+    dtype: int                    # ScalarType number of the gradient
+    sizes: List[int]
+    norm: float
+    sum: float
+    abs_sum: float
+    max_abs: float
+    projections: List[float] = field(default_factory=list)
+
+
+@dataclass
 class ExampleReferences:
     outputs: List[TensorData] = field(default_factory=list)
     train_outputs: List[TensorData] = field(default_factory=list)
     grad_outputs: List[TensorData] = field(default_factory=list)
     grads: List[Tuple[str, TensorData]] = field(default_factory=list)
     buffers: List[Tuple[str, TensorData]] = field(default_factory=list)
+    grad_sketch_seed: int = 0
+    grad_sketches: List[GradSketch] = field(default_factory=list)  # schema 1.2 (grad_sketch.py)
 
 
 @dataclass

@@ -18,14 +18,14 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import torch
 
-from . import constants, dtypes
+from . import constants, dtypes, grad_sketch
 from .archive import ArchiveReader
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .deserialize import read_program
 from .errors import FormatError
 from .executor import GraphRunner
 from .graph_ir import GraphRole, WeightKind
-from .program_ir import Graph, Program, TensorData, Weight
+from .program_ir import GradSketch, Graph, Program, TensorData, Weight
 
 TensorMap = Dict[str, torch.Tensor]
 
@@ -67,8 +67,30 @@ class ExampleTensors:
     outputs: List[torch.Tensor] = field(default_factory=list)
     train_outputs: List[torch.Tensor] = field(default_factory=list)
     grad_outputs: List[torch.Tensor] = field(default_factory=list)
-    grads: TensorMap = field(default_factory=dict)
+    grads: TensorMap = field(default_factory=dict)        # full gradient references
     buffers: TensorMap = field(default_factory=dict)
+    grad_sketches: Dict[str, GradSketch] = field(default_factory=dict)  # compact ones (1.2)
+    grad_sketch_seed: int = 0
+
+    def check_grads(self, grads: TensorMap) -> Dict[str, str]:
+        """Compares ``grads`` (name -> gradient, e.g. ``TrainStep.grads``) with every gradient
+        reference, full (``assert_close``) or sketched (``grad_sketch.check_tensor``); returns
+        name -> problem for each mismatch or missing gradient (empty: all close)."""
+        problems = {}
+        for name, ref in self.grads.items():
+            if name not in grads:
+                problems[name] = "not produced"
+                continue
+            try:
+                torch.testing.assert_close(grads[name], ref)
+            except AssertionError as e:
+                problems[name] = str(e).splitlines()[0]
+        for name, sketch in self.grad_sketches.items():
+            why = ("not produced" if name not in grads
+                   else grad_sketch.check_tensor(grads[name], sketch, self.grad_sketch_seed))
+            if why:
+                problems[name] = why
+        return problems
 
 
 @dataclass
@@ -214,6 +236,8 @@ class LoadedArchive:
                 ex.grad_outputs = [tensor_of(t) for t in r.grad_outputs]
                 ex.grads = {n: tensor_of(t) for n, t in r.grads}
                 ex.buffers = {n: tensor_of(t) for n, t in r.buffers}
+                ex.grad_sketches = {s.name: s for s in r.grad_sketches}
+                ex.grad_sketch_seed = r.grad_sketch_seed
             out.append(ex)
         return out
 

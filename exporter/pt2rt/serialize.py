@@ -23,8 +23,8 @@ from .descriptors import InputDescriptor, OutputDescriptor
 from .fbs_gen import ensure_bindings
 from .graph_ir import CapturedProgram, WeightSpec
 from .lower import OpTable, lower_graph
-from .program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Example, Graph, Node,
-                         Producer, Program, SymExpr, TensorData, TensorMeta, Value, Weight)
+from .program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Example, GradSketch, Graph,
+                         Node, Producer, Program, SymExpr, TensorData, TensorMeta, Value, Weight)
 from .version import __version__
 
 ensure_bindings()
@@ -264,6 +264,12 @@ class _Writer:
         return self.offsets([self.table("NamedTensor", Name=self.string(n),
                                         Tensor=self.tensor_data(t)) for n, t in items])
 
+    def grad_sketch(self, s: GradSketch) -> int:
+        return self.table("GradSketch", Name=self.string(s.name), Dtype=s.dtype,
+                          Sizes=self.scalars(s.sizes, "int64"), Norm=s.norm, Sum=s.sum,
+                          AbsSum=s.abs_sum, MaxAbs=s.max_abs,
+                          Projections=self.scalars(s.projections, "double"))
+
     def example(self, e: Example) -> int:
         refs = None
         if e.references is not None:
@@ -273,7 +279,9 @@ class _Writer:
                 Outputs=self.offsets([self.tensor_data(t) for t in r.outputs]),
                 TrainOutputs=self.offsets([self.tensor_data(t) for t in r.train_outputs]),
                 GradOutputs=self.offsets([self.tensor_data(t) for t in r.grad_outputs]),
-                Grads=self.named(r.grads), Buffers=self.named(r.buffers))
+                Grads=self.named(r.grads), Buffers=self.named(r.buffers),
+                GradSketchSeed=r.grad_sketch_seed,
+                GradSketches=self.offsets([self.grad_sketch(s) for s in r.grad_sketches]))
         return self.table("Example", Name=self.string(e.name),
                           Inputs=self.offsets([self.tensor_data(t) for t in e.inputs]),
                           References=refs)

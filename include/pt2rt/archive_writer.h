@@ -15,6 +15,9 @@
 // writer holds an exclusive flock(2) on its temp file until the rename, so a temp file whose
 // lock can be taken belongs to no live save (only names of exactly that pattern, regular
 // files owned by the same user, are ever removed).
+//
+// Permissions: the replaced file's, or what open(..., 0666) gives a new file (0666 & ~umask,
+// the umask read from /proc/self/status) — the same as the Python exporter's write_archive.
 #pragma once
 
 #include <cstddef>

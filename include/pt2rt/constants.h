@@ -23,8 +23,14 @@ inline constexpr const char* kExtraPrefix = "extra/";
 inline constexpr const char* kProgramIdentifier = "PT2R";
 /// Schema version this build reads and writes (schema/README.md).
 inline constexpr uint32_t kSchemaMajor = 1;
-inline constexpr uint32_t kSchemaMinor = 1;
+inline constexpr uint32_t kSchemaMinor = 2;
 /// Every STORED entry's data starts on this boundary (bytes).
 inline constexpr std::size_t kDataAlignment = 64;
+/// Gradient sketches (schema 1.2, pt2rt/grad_sketch.h): the seed and projection count the
+/// exporter writes, and the bounds a reader enforces (checking costs numel x projections).
+inline constexpr uint32_t kGradSketchSeed = 1882354292;  // 0x70327274, "p2rt"
+inline constexpr uint32_t kGradSketchProjections = 8;
+inline constexpr uint32_t kGradSketchMaxProjections = 64;
+inline constexpr uint64_t kGradSketchMaxNumel = 4294967296;  // 2^32, exclusive
 
 }  // namespace pt2rt

@@ -96,8 +96,9 @@ class Model {
   std::vector<Example> examples() const;
 
   /// Writes the current parameter and buffer values into a copy of the source archive at
-  /// `path`: temp file in the same directory, fsync, rename. Bundled example inputs are
-  /// kept; their references are dropped (they belong to the old weights).
+  /// `path`: temp file in the same directory, fsync, rename. The file's permissions are the
+  /// replaced file's, or 0666 & ~umask for a new one (as the Python exporter's save). Bundled
+  /// example inputs are kept; their references are dropped (they belong to the old weights).
   /// @throws Error when the file cannot be written; the target is then left unchanged.
   void save(const std::string& path) const;
 

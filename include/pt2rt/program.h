@@ -261,12 +261,30 @@ struct TensorData {
   std::vector<uint8_t> data;
 };
 
+/// A gradient summarised in float64 (schema 1.2): norm, sum, abs sum, max abs and seeded
+/// random projections of the flattened gradient. Definition, seed and tolerance rule:
+/// pt2rt/grad_sketch.h and schema/README.md "Gradient sketches".
+struct GradSketch {
+  std::string name;  ///< FQN or "input:<i>"
+  c10::ScalarType dtype = c10::ScalarType::Float;  ///< the gradient's dtype
+  std::vector<int64_t> sizes;
+  double norm = 0.0;     ///< sqrt(sum g[j]^2)
+  double sum = 0.0;      ///< sum g[j]
+  double abs_sum = 0.0;  ///< sum |g[j]|
+  double max_abs = 0.0;  ///< max |g[j]|
+  std::vector<double> projections;  ///< projections[k] = sum_j sign_k(j) * g[j]
+};
+
 struct ExampleReferences {
   std::vector<TensorData> outputs;        ///< eval-mode (inference graph) outputs, eager
   std::vector<TensorData> train_outputs;  ///< training-mode outputs, eager
   std::vector<TensorData> grad_outputs;   ///< cotangents used, one per differentiable output
-  std::vector<std::pair<std::string, TensorData>> grads;    ///< FQN -> gradient
+  /// FQN -> full gradient (archives before schema 1.2, `full_references`, or gradients that
+  /// cannot be sketched).
+  std::vector<std::pair<std::string, TensorData>> grads;
   std::vector<std::pair<std::string, TensorData>> buffers;  ///< FQN -> value after training forward
+  uint32_t grad_sketch_seed = 0;              ///< seed of the sketches' sign vectors
+  std::vector<GradSketch> grad_sketches;      ///< compact gradient references (schema 1.2)
 };
 
 struct Example {

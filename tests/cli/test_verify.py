@@ -53,11 +53,22 @@ def _bump_output(program):
 
 
 def _bump_grad(program):
+    """A full gradient reference (full_references / archives before schema 1.2): one element."""
     ref = program.examples[0].references
     name, data = ref.grads[0]
     t = tensor_of(data)
     t.view(-1)[-1] *= 1.01
     ref.grads[0] = (name, tensor_data(t))
+
+
+def _scale_grad_sketch(program):
+    """The sketch of 1.01 x the gradient of features.0.weight (every statistic is homogeneous
+    of degree 1 in the gradient)."""
+    ref = program.examples[0].references
+    s = next(s for s in ref.grad_sketches if s.name == "features.0.weight")
+    s.norm, s.sum, s.abs_sum, s.max_abs = (1.01 * v for v in (s.norm, s.sum, s.abs_sum,
+                                                               s.max_abs))
+    s.projections = [1.01 * p for p in s.projections]
 
 
 def _bump_buffer(program):
@@ -69,11 +80,24 @@ def _bump_buffer(program):
     raise AssertionError("no running_mean buffer")
 
 
-@pytest.mark.parametrize("edit,row", [(_bump_output, "example0 output[0]"),
-                                      (_bump_grad, "example0 grad features.0.weight"),
-                                      (_bump_buffer, "example0 buffer features.1.running_mean")])
-def test_altered_reference_fails(cli, archives, tmp_path, edit, row):
-    src = archives.get("cnn_bn").path
+@pytest.fixture(scope="module")
+def full_refs(tmp_path_factory):
+    """cnn_bn exported with full_references=True."""
+    import models
+    import pt2rt
+    model, args = models.build("cnn_bn")
+    path = tmp_path_factory.mktemp("full") / "cnn_bn_full.pt2"
+    pt2rt.export(model, args, full_references=True).save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("edit,row,full", [
+    (_bump_output, "example0 output[0]", False),
+    (_scale_grad_sketch, "example0 grad features.0.weight", False),
+    (_bump_grad, "example0 grad features.0.weight", True),
+    (_bump_buffer, "example0 buffer features.1.running_mean", False)])
+def test_altered_reference_fails(cli, archives, full_refs, tmp_path, edit, row, full):
+    src = full_refs if full else archives.get("cnn_bn").path
     bad = tmp_path / "altered.pt2"
     rewrite_archive(src, bad, edit)
     r = cli("verify", bad)
@@ -85,6 +109,54 @@ def test_altered_reference_fails(cli, archives, tmp_path, edit, row):
     same = tmp_path / "same.pt2"
     rewrite_archive(src, same, lambda p: None)
     cli.ok("verify", same)
+
+
+def test_wrong_gradient_caught_by_sketch_projections(cli, archives, tmp_path):
+    """A gradient with every element right but in the wrong place (e.g. a transposed weight):
+    the sketch's norm, sums and max match, its random projections do not. The reference is
+    replaced by the sketch of the reference executor's gradient with its elements reversed."""
+    import pt2rt
+    from pt2rt import grad_sketch
+    a = archives.get("cnn_bn")
+    loaded = pt2rt.load(str(a.path))
+    g = loaded.train_step(*loaded.examples()[0].inputs).grads["features.0.weight"]
+    wrong = g.flatten().flip(0).view_as(g)
+
+    def permuted(program):
+        ref = program.examples[0].references
+        i = next(i for i, s in enumerate(ref.grad_sketches) if s.name == "features.0.weight")
+        ref.grad_sketches[i] = grad_sketch.compute(ref.grad_sketches[i].name, wrong,
+                                                   ref.grad_sketch_seed)
+    bad = tmp_path / "permuted.pt2"
+    rewrite_archive(a.path, bad, permuted)
+    r = cli("verify", bad)
+    assert r.rc == 1, str(r)
+    failing = [line for line in r.out.splitlines() if "FAIL" in line and line.startswith("example")]
+    assert len(failing) == 1 and "features.0.weight" in failing[0], str(r)
+    assert "sketch projection" in failing[0], str(r)
+
+
+def test_sketch_rows_and_full_references(cli, archives, full_refs):
+    """Default archives check gradients by sketch, full_references ones element by element;
+    both pass on a fresh export."""
+    out = cli.ok("verify", archives.get("cnn_bn").path).out
+    assert "grad features.0.weight" in out and "(sketch)" in out
+    full = cli.ok("verify", full_refs).out
+    assert "grad features.0.weight" in full and "(sketch)" not in full
+
+
+def test_archive_before_schema_1_2_verifies(cli, full_refs, tmp_path):
+    """An archive as pt2rt wrote it before gradient sketches (schema 1.1, full gradients)."""
+    old = tmp_path / "old.pt2"
+
+    def as_1_1(program):
+        program.schema_minor = 1
+    rewrite_archive(full_refs, old, as_1_1)
+    out = cli.ok("verify", old).out
+    assert "OK:" in out and "grad features.0.weight" in out
+    bad = tmp_path / "old_bad.pt2"
+    rewrite_archive(full_refs, bad, lambda p: (as_1_1(p), _bump_grad(p)))
+    assert cli("verify", bad).rc == 1
 
 
 def test_resaved_archive_has_no_references(cli, archives, tmp_path):
@@ -162,3 +234,14 @@ def test_unreplayable_draws_are_checked_by_dtype_shape_and_finiteness(cli, dropo
     # eval mode draws nothing, and num_batches_tracked does not depend on the mask
     assert "random" not in rows["example0 output[0]"]
     assert "random" not in rows["example0 buffer bn.num_batches_tracked"]
+
+
+def test_no_examples_exits_1_unless_allowed(cli, tmp_path):
+    import models
+    import pt2rt
+    model, args = models.build("mlp")
+    path = tmp_path / "bare.pt2"
+    pt2rt.export(model, args, bundle_examples=False).save(str(path))
+    r = cli("verify", path)
+    assert r.rc == 1 and "no bundled examples" in r.out and "--allow-no-examples" in r.out
+    assert "nothing to verify" in cli.ok("verify", path, "--allow-no-examples").out

@@ -208,9 +208,9 @@ def test_bundled_references_match_eager(case):
     outs, grads, buffers = eager_train(case.name)
     for o, r in zip(ex.train_outputs, outs):
         torch.testing.assert_close(o, r)
-    assert sorted(ex.grads) == sorted(grads)
-    for n, g in grads.items():
-        torch.testing.assert_close(ex.grads[n], g)
+    # gradients are bundled as sketches by default (grad_sketch.py), checked against eager's
+    assert sorted([*ex.grads, *ex.grad_sketches]) == sorted(grads)
+    assert ex.check_grads(grads) == {}
     assert sorted(ex.buffers) == sorted(buffers)
     for n, b in buffers.items():
         torch.testing.assert_close(ex.buffers[n], b)

@@ -299,6 +299,24 @@ const std::vector<BadProgram>& bad_programs() {
       {"bad input: example data of the wrong size",
        [](fbs::ProgramT& p) { p.examples[0]->inputs[0]->data.pop_back(); },
        {"example 0 'default' input 0: holds 23 bytes, Float[2, 3] needs 24"}},
+      {"bad input: gradient sketch with too many projections (verify's cost)",
+       [](fbs::ProgramT& p) {
+         auto s = std::make_unique<fbs::GradSketchT>();
+         s->name = "w";
+         s->dtype = fbs::ScalarType::Float;
+         s->sizes = {2, 3};
+         s->projections.assign(65, 0.0);
+         p.examples[0]->references->grad_sketches.push_back(std::move(s));
+       },
+       {"gradient sketch 'w': 65 projections, at most 64"}},
+      {"bad input: gradient sketch of 2^32 elements",
+       [](fbs::ProgramT& p) {
+         auto s = std::make_unique<fbs::GradSketchT>();
+         s->name = "w";
+         s->sizes = {65536, 65536};
+         p.examples[0]->references->grad_sketches.push_back(std::move(s));
+       },
+       {"gradient sketch 'w': sizes [65536, 65536]", "reach 2^32 elements"}},
       {"bad input: bad device",
        [](fbs::ProgramT& p) { graph(p, fbs::GraphRole::Inference).values[0]->meta->device->type = "toaster"; },
        {"invalid device 'toaster'"}},
