@@ -15,12 +15,10 @@ bool draws_random(const Operator& op) {
 }
 
 /// Per value of `graph`: whether it depends on a random draw, given the tainted inputs.
-std::vector<bool> taint(const Program& program, const Graph& graph, std::vector<bool> tainted) {
+/// `random_op[i]`: Program::operators[i] draws random numbers.
+std::vector<bool> taint(const std::vector<bool>& random_op, const Graph& graph,
+                        std::vector<bool> tainted) {
   tainted.resize(graph.values.size(), false);
-  std::vector<bool> random_op(program.operators.size());
-  for (size_t i = 0; i < program.operators.size(); ++i) {
-    random_op[i] = draws_random(program.operators[i]);
-  }
   auto is_tainted = [&](int64_t v) {
     return v >= 0 && static_cast<size_t>(v) < tainted.size() && tainted[v];
   };
@@ -58,10 +56,14 @@ bool tainted_output(const std::vector<bool>& tainted, const GraphOutput& out) {
 
 RandomDependence random_dependence(const Program& program) {
   RandomDependence r;
-  for (const Operator& op : program.operators) r.any = r.any || draws_random(op);
+  std::vector<bool> random_op(program.operators.size());
+  for (size_t i = 0; i < program.operators.size(); ++i) {
+    random_op[i] = draws_random(program.operators[i]);
+    r.any = r.any || random_op[i];
+  }
   if (!r.any) return r;
   if (const Graph* g = program.graph(GraphRole::Inference)) {
-    std::vector<bool> t = taint(program, *g, {});
+    std::vector<bool> t = taint(random_op, *g, {});
     for (const GraphOutput& out : g->outputs) {
       if (out.descriptor.kind == OutputKind::Plain && tainted_output(t, out)) {
         r.outputs.insert(out.descriptor.idx);
@@ -70,7 +72,7 @@ RandomDependence random_dependence(const Program& program) {
   }
   const Graph* fw = program.graph(GraphRole::Forward);
   if (!fw) return r;
-  std::vector<bool> t = taint(program, *fw, {});
+  std::vector<bool> t = taint(random_op, *fw, {});
   std::set<int64_t> saved;
   for (const GraphOutput& out : fw->outputs) {
     if (!tainted_output(t, out)) continue;
@@ -93,7 +95,7 @@ RandomDependence random_dependence(const Program& program) {
                    r.train_outputs.count(d.output->idx));
     if (random && input.value < in.size()) in[input.value] = true;
   }
-  std::vector<bool> tb = taint(program, *bw, std::move(in));
+  std::vector<bool> tb = taint(random_op, *bw, std::move(in));
   for (const GraphOutput& out : bw->outputs) {
     const OutputDescriptor& d = out.descriptor;
     if (d.kind != OutputKind::Grad || !d.of || !tainted_output(tb, out)) continue;
