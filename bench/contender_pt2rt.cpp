@@ -36,9 +36,10 @@ Call pt2rt_training(const std::string& path, const Workload& w) {
   };
 }
 
-Call pt2rt_load(const std::string& path, bool map_weights) {
+Call pt2rt_load(const std::string& path, bool map_weights, bool inference_only) {
   LoadOptions options;
   options.map_weights = map_weights;
+  options.inference_only = inference_only;
   return [path, options] { Model m = Model::load(path, c10::kCPU, options); };
 }
 

@@ -1,4 +1,4 @@
-"""Exports the archive pairs of pt2rt_bench_dynamic (torch >= 2.9): each model once with static
+"""Exports the archive pairs of pt2rt_bench_dynamic (both lanes): each model once with static
 shapes and once with a dynamic batch (Dim("batch", 1, 64); example batch max(b, 2)), to be
 timed at the same batch b: MLP batch 1 and resnet18 batch 8.
 

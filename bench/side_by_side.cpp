@@ -12,8 +12,9 @@
 //   training step   pt2rt (default partitioner), pt2rt (min-cut), TorchScript, eager
 //   peak memory     of one training step, bytes above the step's start (counting allocator)
 //                   and minor page faults per step
-//   load            Model::load of the default archive, read and memory-mapped
-//                   (LoadOptions::map_weights), vs torch::jit::load of the trace
+//   load            Model::load of the default archive, read, memory-mapped
+//                   (LoadOptions::map_weights) and memory-mapped for serving
+//                   (+ LoadOptions::inference_only), vs torch::jit::load of the trace
 // and prints every figure with the pt2rt ÷ peer ratios. Intra-op threads: 1 (--threads).
 // Not a test: it prints figures. README.md ("Performance") has numbers from one run.
 #include <ATen/ATen.h>
@@ -238,6 +239,9 @@ void run_model(const std::string& name, Python& py, const Options& o, Results& r
     l.add(row, "pt2rt", [&] { return pt2rt_load(pt2); }, pt2.empty() ? why_missing(info, "pt2") : "");
     l.add(row, "pt2rt_map", [&] { return pt2rt_load(pt2, /*map_weights=*/true); },
           pt2.empty() ? why_missing(info, "pt2") : "");
+    l.add(row, "pt2rt_serve",
+          [&] { return pt2rt_load(pt2, /*map_weights=*/true, /*inference_only=*/true); },
+          pt2.empty() ? why_missing(info, "pt2") : "");
     l.add(row, "ts", [&] { return torchscript_load(ts_eval); },
           ts_eval.empty() ? why_missing(info, "ts_eval") : "");
     Options lo = o;
@@ -376,11 +380,13 @@ void print_results(const Results& r, const Options& o) {
   std::vector<Column> fault_cols = {{"pt2rt", "pt2rt", ""}, {"ts", "ts", ""}, {"eager", "eager", ""}};
   if (o.min_cut) fault_cols.push_back({"mincut", "pt2rt_min_cut", ""});
   print_table("Minor page faults per training step", "", 1, 0, r.models, r.faults, fault_cols);
-  print_table("Load (Model::load of the default archive, read and memory-mapped "
-              "(LoadOptions::map_weights), vs torch::jit::load), min",
+  print_table("Load (Model::load of the default archive: read, memory-mapped "
+              "(LoadOptions::map_weights), and memory-mapped + LoadOptions::inference_only "
+              "(serve); vs torch::jit::load of the eval trace), min",
               "ms", 1e3, 2, r.models, r.load,
-              {{"pt2rt", "pt2rt", ""}, {"mapped", "pt2rt_map", ""}, {"ts", "ts", ""},
-               {"÷ts", "pt2rt", "ts"}, {"mapped÷ts", "pt2rt_map", "ts"}});
+              {{"pt2rt", "pt2rt", ""}, {"mapped", "pt2rt_map", ""}, {"serve", "pt2rt_serve", ""},
+               {"ts", "ts", ""}, {"÷ts", "pt2rt", "ts"}, {"mapped÷ts", "pt2rt_map", "ts"},
+               {"serve÷ts", "pt2rt_serve", "ts"}});
   print_table("Export + save (pt2rt.export, train + inference graphs, bundled examples) vs "
               "torch.jit.trace + torch.jit.save, min",
               "s", 1, 2, r.models, r.exports,

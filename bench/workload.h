@@ -44,8 +44,9 @@ using Call = std::function<void()>;
 Call pt2rt_inference(const std::string& path, const Workload& w);
 /// pt2rt: Model::load(path), train(); a call is one training step (torch::optim::SGD).
 Call pt2rt_training(const std::string& path, const Workload& w);
-/// A call loads `path` with Model::load (LoadOptions::map_weights as given: memory-mapped).
-Call pt2rt_load(const std::string& path, bool map_weights = false);
+/// A call loads `path` with Model::load (LoadOptions::map_weights as given: memory-mapped;
+/// LoadOptions::inference_only as given: only the inference graph compiled and checked).
+Call pt2rt_load(const std::string& path, bool map_weights = false, bool inference_only = false);
 
 /// TorchScript: torch::jit::load(path) in eval mode (torch::jit::freeze'd when `frozen`);
 /// a call is Module::forward(inputs).

@@ -15,6 +15,7 @@
 #include "pt2rt/archive.h"
 #include "pt2rt/constants.h"
 #include "pt2rt/program.h"
+#include "pt2rt/training_state.h"
 
 namespace pt2rt::cli {
 namespace {
@@ -122,10 +123,15 @@ int cmd_inspect(int argc, char** argv) {
     }
     return kExitOk;
   }
+  // The training state (schema 1.3, pt2rt/training_state.h), checked like train --resume does.
+  const std::optional<TrainingState> state = load_training_state(archive, *program);
   if (result.count("json")) {
-    std::cout << dump_json(summary_json(facts, *program)) << "\n";
+    auto j = summary_json(facts, *program);
+    j["training_state"] = state ? nlohmann::ordered_json(summarize(*state)) : nullptr;
+    std::cout << dump_json(j) << "\n";
   } else {
     print_summary(std::cout, facts, *program);
+    std::cout << "training state: " << (state ? summarize(*state) : "none") << "\n";
   }
   return kExitOk;
 }

@@ -6,6 +6,7 @@
 //                    [--output NAME|INDEX] [--grad-accumulation K]
 //                    [--lr-schedule none|step|cosine] [--lr-step-size N] [--lr-gamma G]
 //                    [--lr-min LR] [--seed S] [--device cpu|cuda] [--save tuned.pt2]
+//                    [--resume]
 //
 // --seed S also seeds every default generator the graphs draw from (torch::manual_seed: the
 // CPU one and each CUDA device's), so dropout masks and other random ops repeat: two runs
@@ -23,6 +24,7 @@
 // --grad-accumulation K: one optimizer step per K batches (each batch's loss divided by the
 // number of batches in its group, so K batches of B give the gradient of one batch of K·B);
 // the epoch's last group may be shorter. --lr-schedule: lr_schedule.h, stepped per epoch.
+// --save writes the weights with the training state; --resume continues it (train_resume.h).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
@@ -45,6 +47,7 @@
 #include "signature.h"
 #include "tensor_io.h"
 #include "train_loss.h"
+#include "train_resume.h"
 
 namespace pt2rt::cli {
 namespace {
@@ -62,8 +65,11 @@ struct EvalResult {
   double accuracy = -1.0;  ///< -1 when not defined for these targets
 };
 
-/// Mean loss and accuracy over `data` in eval mode (inference graph).
-EvalResult evaluate(Model& model, const Settings& s, const Dataset& data) {
+/// Mean loss and accuracy over `data` in eval mode (inference graph). Data-parallel: rank r
+/// evaluates batches r, r + W, ... and the sums are all-reduced, so every rank gets the
+/// figures one process would print.
+EvalResult evaluate(Model& model, const Settings& s, const Dataset& data,
+                    DistributedTraining& dist) {
   model.eval();
   c10::InferenceMode guard;
   const bool own_loss = s.loss.kind == "output";
@@ -71,7 +77,8 @@ EvalResult evaluate(Model& model, const Settings& s, const Dataset& data) {
   double loss_sum = 0.0;
   int64_t correct = 0;
   bool has_accuracy = !own_loss;
-  for (int64_t start = 0; start < n; start += s.batch) {
+  const int64_t stride = s.batch * dist.world_size();
+  for (int64_t start = s.batch * dist.rank(); start < n; start += stride) {
     const int64_t count = std::min(s.batch, n - start);
     std::vector<at::Tensor> xs =
         model_inputs(s.loss, data, at::arange(start, start + count, at::kLong), s.device);
@@ -99,6 +106,11 @@ EvalResult evaluate(Model& model, const Settings& s, const Dataset& data) {
       has_accuracy = false;
     }
   }
+  std::vector<double> sums{loss_sum, static_cast<double>(correct), has_accuracy ? 0.0 : 1.0};
+  dist.sum_over_ranks(sums, "eval metrics all-reduce");
+  loss_sum = sums[0];
+  correct = static_cast<int64_t>(sums[1]);
+  has_accuracy = sums[2] == 0.0;
   EvalResult r;
   // mse with Sum reduction adds over elements; report the per-element mean like Mean would.
   double denom = static_cast<double>(n);
@@ -154,6 +166,7 @@ int cmd_train(int argc, char** argv) {
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
       ("save", "write the fine-tuned archive here (atomically)", cxxopts::value<std::string>());
   // clang-format on
+  add_resume_options(options);       // train_resume.h
   add_load_options(options);
   add_distributed_options(options);  // distributed_train.h
   const auto args = parse_model_options(options, argc, argv);
@@ -162,25 +175,29 @@ int cmd_train(int argc, char** argv) {
   const std::string& path = args->path;
   if (!result.count("data")) throw UsageError("missing --data train.pt (see --help)");
   Settings s;
-  const std::string loss_name = result["loss"].as<std::string>();
+  s.device = parse_device(result["device"].as<std::string>());
+  Model model = Model::load(path, s.device, load_options(result));
+  TrainOptions opts(result, model, path);  // with --resume: the stored settings (train_resume.h)
+  const std::string loss_name = opts.text("loss");
   check_loss_kind(loss_name);
-  const std::string opt_name = result["optimizer"].as<std::string>();
+  const std::string opt_name = opts.text("optimizer");
   if (opt_name != "sgd" && opt_name != "adam") {
     throw UsageError("--optimizer must be sgd or adam, got '" + opt_name + "'");
   }
   const int epochs = result["epochs"].as<int>();
-  const double lr = result["lr"].as<double>();
+  const double lr = opts.real("lr");
   if (epochs < 0) throw UsageError("--epochs must be >= 0");
   if (!(lr > 0)) throw UsageError("--lr must be > 0");
-  s.grad_accumulation = result["grad-accumulation"].as<int64_t>();
+  s.grad_accumulation = opts.integer("grad-accumulation");
   if (s.grad_accumulation < 1) throw UsageError("--grad-accumulation must be >= 1");
   LrScheduleOptions schedule;
-  schedule.kind = result["lr-schedule"].as<std::string>();
-  schedule.step_size = result["lr-step-size"].as<unsigned>();
-  schedule.gamma = result["lr-gamma"].as<double>();
-  schedule.eta_min = result["lr-min"].as<double>();
-  schedule.t_max = static_cast<unsigned>(std::max(1, epochs));
-  s.device = parse_device(result["device"].as<std::string>());
+  schedule.kind = opts.text("lr-schedule");
+  schedule.step_size = static_cast<unsigned>(opts.integer("lr-step-size"));
+  schedule.gamma = opts.real("lr-gamma");
+  schedule.eta_min = opts.real("lr-min");
+  schedule.t_max = static_cast<unsigned>(
+      opts.count("lr-t-max") ? opts.integer("lr-t-max") : std::max(1, epochs));
+  opts.set("lr-t-max", std::to_string(schedule.t_max));
 
   Dataset data = load_dataset(result["data"].as<std::string>(), "--data");
   check_targets(loss_name, data.targets, "--data");
@@ -190,15 +207,14 @@ int cmd_train(int argc, char** argv) {
     check_targets(loss_name, eval_data.targets, "--eval-data");
   }
 
-  Model model = Model::load(path, s.device, load_options(result));
   const Program& program = model.program();
   if (program.graph(GraphRole::Forward) == nullptr ||
       program.graph(GraphRole::Backward) == nullptr) {
     throw UsageError(path + " has no forward/backward graphs (exported without training)");
   }
   const auto fixed_batch = static_batch_size(program);
-  if (result.count("batch-size")) {
-    s.batch = result["batch-size"].as<int64_t>();
+  if (opts.count("batch-size")) {
+    s.batch = opts.integer("batch-size");
     if (s.batch <= 0) throw UsageError("--batch-size must be > 0");
     if (fixed_batch && *fixed_batch != s.batch) {
       throw UsageError("--batch-size " + std::to_string(s.batch) +
@@ -209,8 +225,9 @@ int cmd_train(int argc, char** argv) {
     s.batch = fixed_batch.value_or(32);
   }
   s.dynamic_batch = !fixed_batch.has_value();
+  opts.set("batch-size", std::to_string(s.batch));
   const std::optional<std::string> output_spec =
-      result.count("output") ? std::optional<std::string>(result["output"].as<std::string>())
+      opts.count("output") ? std::optional<std::string>(opts.text("output"))
                              : std::nullopt;
   s.loss = choose_loss(program, loss_name, output_spec, data, s.batch);
   if (eval_data.targets.defined()) {
@@ -242,12 +259,12 @@ int cmd_train(int argc, char** argv) {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (opt_name == "adam") {
     optimizer = std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(lr).weight_decay(result["weight-decay"].as<double>()));
+        params, torch::optim::AdamOptions(lr).weight_decay(opts.real("weight-decay")));
   } else {
     optimizer = std::make_unique<torch::optim::SGD>(
         params, torch::optim::SGDOptions(lr)
-                    .momentum(result["momentum"].as<double>())
-                    .weight_decay(result["weight-decay"].as<double>()));
+                    .momentum(opts.real("momentum"))
+                    .weight_decay(opts.real("weight-decay")));
   }
   const auto scheduler = make_lr_schedule(*optimizer, schedule);
 
@@ -267,22 +284,26 @@ int cmd_train(int argc, char** argv) {
     std::cout << ", " << s.grad_accumulation << " batches per optimizer step";
   }
   std::cout << ", loss " << s.loss.kind << " on " << s.loss.label << ", " << params.size()
-            << " trainable parameters, seed " << result["seed"].as<uint64_t>() << ", device "
+            << " trainable parameters, seed " << opts.text("seed") << ", device "
             << s.device << "\n";
   const bool evaluating = eval_data.targets.defined();
   if (evaluating) {
-    std::cout << "before training: " << eval_string(evaluate(model, s, eval_data)) << std::endl;
+    std::cout << "before training: " << eval_string(evaluate(model, s, eval_data, dist)) << std::endl;
   }
 
-  torch::manual_seed(result["seed"].as<uint64_t>());  // the graphs' random ops (dropout)
-  at::Generator gen = at::detail::createCPUGenerator(result["seed"].as<uint64_t>());
+  const uint64_t seed = std::stoull(opts.text("seed"));
+  torch::manual_seed(seed);  // the graphs' random ops (dropout)
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  opts.restore(model, *optimizer, scheduler.get(), gen);  // --resume: train_resume.h
+  const int64_t done = opts.epochs_done();
+  int64_t optimizer_steps = 0;
   const auto start = std::chrono::steady_clock::now();
   double train_loss = 0.0;
   EvalResult last_eval;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     model.train();
     const at::Tensor perm = dist.shard(at::randperm(n, gen, at::kLong));
-    Progress progress(epoch, epochs, per_epoch);
+    Progress progress(done + epoch, done + epochs, per_epoch);
     double loss_sum = 0.0;
     for (int64_t step = 0; step < steps; ++step) {
       const at::Tensor idx =
@@ -291,6 +312,7 @@ int cmd_train(int argc, char** argv) {
       const int64_t group_start = step / s.grad_accumulation * s.grad_accumulation;
       const int64_t group_end = std::min(steps, group_start + s.grad_accumulation);
       if (step == group_start) optimizer->zero_grad();
+      dist.set_gradient_sync(step + 1 == group_end);  // DDP's no_sync() before that
       std::vector<at::Tensor> outs = dist.forward(model_inputs(s.loss, data, idx, s.device));
       at::Tensor loss = compute_loss(s.loss, outs, data.targets.index_select(0, idx).to(s.device),
                                      at::Reduction::Mean);
@@ -299,6 +321,7 @@ int cmd_train(int argc, char** argv) {
       if (step + 1 == group_end) {
         dist.average_gradients();
         optimizer->step();
+        ++optimizer_steps;
       }
       loss_sum += loss.item<double>();
       progress.update(std::min(per_epoch, (step + 1) * s.batch),
@@ -307,12 +330,12 @@ int cmd_train(int argc, char** argv) {
     progress.finish();
     const double secs = progress.elapsed_s();
     train_loss = dist.global_mean_loss(loss_sum, steps);
-    std::cout << "epoch " << epoch << "/" << epochs << "  loss " << std::fixed
+    std::cout << "epoch " << done + epoch << "/" << done + epochs << "  loss " << std::fixed
               << std::setprecision(4) << train_loss;
     if (scheduler) std::cout << "  lr " << std::setprecision(6) << current_lr(*optimizer);
     if (evaluating) {
       dist.sync_for_eval();
-      last_eval = evaluate(model, s, eval_data);
+      last_eval = evaluate(model, s, eval_data, dist);
       std::cout << "  " << eval_string(last_eval);
     }
     std::cout << "  (" << std::setprecision(2) << secs << " s, " << std::setprecision(0)
@@ -329,7 +352,8 @@ int cmd_train(int argc, char** argv) {
 
   dist.report(total);
   if (result.count("save") && dist.saves()) {
-    model.save(result["save"].as<std::string>());
+    opts.save(model, *optimizer, s.device, gen, epochs, optimizer_steps,
+              result["save"].as<std::string>());
     std::cout << "saved " << result["save"].as<std::string>() << "\n";
   }
   return kExitOk;

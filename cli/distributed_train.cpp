@@ -79,7 +79,9 @@ void add_distributed_options(cxxopts::Options& options) {
       ("master-port", "data-parallel: port of rank 0's TCPStore (default: $MASTER_PORT; with "
                       "--nproc-per-node a free port)", cxxopts::value<int>())
       ("dist-timeout", "data-parallel: seconds before a missing, dead or hung peer fails the job",
-       cxxopts::value<int>()->default_value(std::to_string(kDefaultTimeoutS)));
+       cxxopts::value<int>()->default_value(std::to_string(kDefaultTimeoutS)))
+      ("no-grad-overlap", "data-parallel: all-reduce the gradient buckets after the backward "
+                          "instead of during it (for comparison)");
   // clang-format on
 }
 
@@ -211,7 +213,9 @@ DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Mod
     throw UsageError(e.message() + "; or give --rank, --world-size, --master-addr, --master-port");
   }
   state_->group = std::make_unique<dist::ProcessGroup>(dist::ProcessGroup::join(where, options));
-  state_->dp = std::make_unique<dist::DataParallel>(model, *state_->group);
+  dist::DataParallelOptions dp_options;
+  dp_options.overlap = result.count("no-grad-overlap") == 0;
+  state_->dp = std::make_unique<dist::DataParallel>(model, *state_->group, dp_options);
   if (state_->group->rank() != 0) state_->saved_cout = std::cout.rdbuf(&state_->null);
   std::cout << "data-parallel: " << state_->group->size()
             << " processes (Gloo); rank 0 prints and saves; --batch-size is per process\n";
@@ -246,6 +250,10 @@ std::vector<at::Tensor> DistributedTraining::forward(const std::vector<at::Tenso
   return active() ? state_->dp->forward(inputs) : state_->model->forward(inputs);
 }
 
+void DistributedTraining::set_gradient_sync(bool sync) {
+  if (active()) state_->dp->set_gradient_sync(sync);
+}
+
 void DistributedTraining::average_gradients() {
   if (active()) state_->dp->average_gradients();
 }
@@ -255,22 +263,31 @@ void DistributedTraining::sync_for_eval() {
   state_->dp->broadcast_buffers();
 }
 
+void DistributedTraining::sum_over_ranks(std::vector<double>& values, const std::string& what) {
+  if (!active() || values.empty()) return;
+  std::vector<at::Tensor> t{at::tensor(values, at::TensorOptions(at::kDouble))};
+  state_->group->all_reduce_sum(t, what);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = t[0][static_cast<int64_t>(i)].item<double>();
+}
+
 double DistributedTraining::global_mean_loss(double loss_sum, int64_t steps) {
-  if (!active()) return loss_sum / static_cast<double>(std::max<int64_t>(1, steps));
-  std::vector<at::Tensor> t{
-      at::tensor({loss_sum, static_cast<double>(steps)}, at::TensorOptions(at::kDouble))};
-  state_->group->all_reduce_sum(t, "train loss all-reduce");
-  return t[0][0].item<double>() / std::max(1.0, t[0][1].item<double>());
+  std::vector<double> v{loss_sum, static_cast<double>(steps)};
+  sum_over_ranks(v, "train loss all-reduce");
+  return v[0] / std::max(1.0, v[1]);
 }
 
 bool DistributedTraining::saves() const { return rank() == 0; }
 
 void DistributedTraining::report(double total_s) const {
   if (!active()) return;
-  const double ar = state_->dp->all_reduce_seconds();
+  const dist::DataParallel& dp = *state_->dp;
+  const double ar = dp.all_reduce_seconds();
   std::cout << "gradient all-reduce (rank 0): " << std::fixed << std::setprecision(2) << ar
             << " s of " << total_s << " s (" << std::setprecision(1)
-            << (total_s > 0 ? 100.0 * ar / total_s : 0.0) << "%)" << std::defaultfloat << "\n";
+            << (total_s > 0 ? 100.0 * ar / total_s : 0.0) << "%) not hidden by the backward; "
+            << dp.overlapped_buckets() << " buckets launched during it ("
+            << std::setprecision(2) << dp.launch_seconds() << " s in the gradient hooks)"
+            << std::defaultfloat << "\n";
 }
 
 }  // namespace pt2rt::cli

@@ -9,15 +9,17 @@
 // every rank) is split as torch.utils.data.DistributedSampler(shuffle, drop_last=False) does:
 // padded by repeating its head to a multiple of the world size, rank r taking positions
 // r, r + W, r + 2W, ... Only rank 0 prints (the others' stdout is discarded) and saves; the
-// train loss is the mean over all ranks' steps; eval runs on every rank over the whole eval
-// set with the parameters every rank shares and rank 0's buffers (broadcast first), so rank 0
-// prints the figures of the model it saves.
+// train loss is the mean over all ranks' steps. Eval is sharded: with the parameters every
+// rank shares and rank 0's buffers (broadcast first), rank r evaluates eval batches r, r + W,
+// ... and the sums of loss and correct counts are all-reduced, so rank 0 prints the figures
+// one process would print, for the model it saves.
 #pragma once
 
 #include <cxxopts.hpp>
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -26,7 +28,8 @@
 
 namespace pt2rt::cli {
 
-/// Adds --nproc-per-node, --rank, --world-size, --master-addr, --master-port, --dist-timeout.
+/// Adds --nproc-per-node, --rank, --world-size, --master-addr, --master-port, --dist-timeout,
+/// --no-grad-overlap.
 void add_distributed_options(cxxopts::Options& options);
 
 /// With --nproc-per-node N > 1 in a process that is not itself a rank (no RANK/WORLD_SIZE in
@@ -57,10 +60,17 @@ class DistributedTraining {
   at::Tensor shard(const at::Tensor& permutation) const;
   /// model.forward, after the buffer broadcast (DDP's broadcast_buffers=True).
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs);
+  /// Before a backward: whether it launches the gradient all-reduce (false: it only
+  /// accumulates, DDP's no_sync(); the last backward before average_gradients() syncs).
+  void set_gradient_sync(bool sync);
   /// After loss.backward(): gradients averaged over the ranks.
   void average_gradients();
-  /// Before evaluation: buffers from rank 0 (every rank then evaluates rank 0's model).
+  /// Before evaluation: buffers from rank 0 (every rank then evaluates rank 0's model, its
+  /// shard of the eval batches).
   void sync_for_eval();
+  /// In-place sum over the ranks of `values` (float64; exact for counts below 2^53).
+  /// @throws distributed::DistributedError (a lost peer).
+  void sum_over_ranks(std::vector<double>& values, const std::string& what);
   /// Mean over every rank's steps of the per-step losses (sum of `loss_sum`, sum of `steps`).
   double global_mean_loss(double loss_sum, int64_t steps);
   /// Whether this process writes --save (rank 0).

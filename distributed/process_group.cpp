@@ -2,12 +2,14 @@
 // c10d's TCPStore / FileStore and ProcessGroupGloo.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <utility>
 
 #include "c10d_compat.h"
+#include "heartbeat.h"
 #include "pt2rt/distributed.h"
 
 namespace pt2rt::distributed {
@@ -83,12 +85,18 @@ struct ProcessGroup::Impl {
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout{0};
+  std::vector<c10::intrusive_ptr<c10d::Work>> started;  ///< start_all_reduce_sum, not waited
+  bool tcp = false;                      ///< a TCPStore (rank 0 serves it), else a FileStore
+  std::unique_ptr<Heartbeat> heartbeat;  ///< more than one rank; stopped before the store goes
 
-  /// Rethrows a collective's failure as one DistributedError line naming the lost rank
-  /// when it can be known (two ranks: the other one).
-  [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
-    std::string lost = size == 2 ? "rank " + std::to_string(1 - rank)
-                                 : "a peer rank (of " + std::to_string(size) + ")";
+  /// Rethrows a collective's failure as one DistributedError line naming the lost rank(s):
+  /// those whose heartbeat stopped (heartbeat.h), else in a two-rank job the other one.
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) {
+    std::string lost = heartbeat ? heartbeat->lost_ranks(tcp) : "";
+    if (lost.empty()) {
+      lost = size == 2 ? "rank " + std::to_string(1 - rank)
+                       : "a peer rank (of " + std::to_string(size) + ")";
+    }
     throw DistributedError(
         Kind::Collective, "rank " + std::to_string(rank) + ": " + what + " failed: lost " + lost +
                               " (it died, hung past the " + std::to_string(timeout.count()) +
@@ -141,6 +149,7 @@ ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& opt
         throw DistributedError(Kind::Rendezvous, me + ": no master address/port (MASTER_ADDR, "
                                                       "MASTER_PORT 1..65535)");
       }
+      impl->tcp = true;
       store_desc = "TCPStore " + where.master_addr + ":" + std::to_string(where.master_port);
       c10d::TCPStoreOptions o;
       o.port = static_cast<std::uint16_t>(where.master_port);
@@ -171,6 +180,12 @@ ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& opt
                                                  std::to_string(options.timeout.count()) +
                                                  " ms (every rank must join): " + message_of(e));
   }
+  if (where.world_size > 1) {  // every rank has joined: from here a silent counter is lost
+    const auto interval = std::clamp(options.timeout / 20, std::chrono::milliseconds(50),
+                                     std::chrono::milliseconds(1000));
+    impl->heartbeat = std::make_unique<Heartbeat>(*impl->store, where.rank, where.world_size,
+                                                  interval);
+  }
   return ProcessGroup(std::move(impl));
 }
 
@@ -189,6 +204,21 @@ void ProcessGroup::all_reduce_sum(std::vector<at::Tensor>& tensors, const std::s
   } catch (const std::exception& e) {
     impl_->fail(what, e);
   }
+  impl_->wait_all(works, what);
+}
+
+void ProcessGroup::start_all_reduce_sum(at::Tensor& tensor, const std::string& what) {
+  try {
+    std::vector<at::Tensor> one{tensor};
+    impl_->started.push_back(impl_->gloo->allreduce(one, c10d::AllreduceOptions()));
+  } catch (const std::exception& e) {
+    impl_->fail(what, e);
+  }
+}
+
+void ProcessGroup::wait_started(const std::string& what) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works = std::move(impl_->started);
+  impl_->started.clear();
   impl_->wait_all(works, what);
 }
 

@@ -41,8 +41,9 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-/// True when `rest` (what follows "weights/" or "extra/") is a plain relative path: non-empty
-/// components, none "." or "..", no backslash or control byte, at most 1024 bytes.
+/// True when `rest` (what follows "weights/", "extra/" or "optimizer/") is a plain relative
+/// path: non-empty components, none "." or "..", no backslash or control byte, at most 1024
+/// bytes.
 bool is_safe_relative_name(const std::string& rest) {
   if (rest.empty() || rest.size() > 1024) return false;
   size_t start = 0;
@@ -59,20 +60,21 @@ bool is_safe_relative_name(const std::string& rest) {
   return true;
 }
 
-/// The archive layout (archive.h): the three fixed entries, weights/<name> and extra/<name>.
+/// The archive layout (archive.h): the three fixed entries, weights/<name>, extra/<name> and
+/// (schema 1.3) optimizer/<name>, the training state (pt2rt/training_state.h checks its content).
 /// Anything else — absolute names, "../" components, names no pt2rt writer produces — is
 /// refused at open, so no later step (Model::save copying entries, a tool extracting them)
 /// can be led outside the archive's own namespace.
 void check_entry_name(const std::string& source, const std::string& name) {
   if (name == kArchiveFormatEntry || name == kArchiveVersionEntry || name == kProgramEntry) return;
-  for (const char* prefix : {kWeightsPrefix, kExtraPrefix}) {
+  for (const char* prefix : {kWeightsPrefix, kExtraPrefix, kOptimizerPrefix}) {
     const std::string p = prefix;
     if (name.compare(0, p.size(), p) == 0 && is_safe_relative_name(name.substr(p.size()))) return;
   }
   throw FormatError(source + ": entry name " + quoted(name) +
                     " is outside the archive layout (archive_format, archive_version, "
-                    "program.fb, weights/<name>, extra/<name>; relative names without '.', "
-                    "'..' or empty components)");
+                    "program.fb, weights/<name>, extra/<name>, optimizer/<name>; relative names "
+                    "without '.', '..' or empty components)");
 }
 
 /// Major version of an archive_version string ("1", "1.2"); -1 when malformed.

@@ -428,6 +428,9 @@ void write_archive_copy(const std::string& path, const Archive& source,
     if (const NewEntry* r = find_replacement(e.name)) {
       sources.push_back({e.name, r->bytes.size, r->bytes.data, nullptr, 0});
       used.insert(e.name);
+    } else if (std::any_of(options.omit_prefixes.begin(), options.omit_prefixes.end(),
+                           [&](const std::string& p) { return e.name.rfind(p, 0) == 0; })) {
+      continue;
     } else {
       // A compressed entry is inflated and written STORED: bound what that may cost before
       // a byte is written (a few KB of DEFLATE can declare and hold gigabytes).

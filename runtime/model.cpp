@@ -123,6 +123,10 @@ std::vector<std::pair<std::string, at::Tensor>> Model::named_buffers() const {
 }
 
 void Model::train(bool on) {
+  if (on && impl_->state->inference_only) {
+    throw Error("pt2rt: the model was loaded with LoadOptions::inference_only: its forward/"
+                "backward graphs were not compiled; load it without that option to train");
+  }
   if (on && !impl_->state->forward) {
     throw Error("pt2rt: the archive has no forward/backward graphs (exported with "
                 "train=False); it can only run in eval mode");

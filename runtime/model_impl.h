@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model_state.h"
 #include "pt2rt/archive_writer.h"
@@ -18,7 +19,10 @@ struct Model::Impl {
 
 /// Model::save with writer options (tests use WriteOptions::fail_after_bytes to simulate a
 /// write failing halfway). @throws Error as Model::save.
-void save_model(const ModelState& state, const std::string& path, const WriteOptions& options);
+/// `extra` entries are written after the weights and program (training_state_io.cpp: the
+/// training state); any optimizer/* entry of the source is dropped.
+void save_model(const ModelState& state, const std::string& path, const WriteOptions& options,
+                const std::vector<NewEntry>& extra = {});
 
 /// The state behind a Model (for tests and benchmarks in this repository).
 const ModelState& model_state(const Model& model);

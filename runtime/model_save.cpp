@@ -4,7 +4,9 @@
 // Program::weights records them (storage of byte_length bytes; the tensor at sizes/strides/
 // storage_offset inside it; little-endian host bytes), and program.fb by a copy whose
 // bundled example references are dropped (they belong to the old weights; the example
-// inputs stay). Everything else (archive_format, archive_version, extra/*) is copied as is.
+// inputs stay). A training state (optimizer/*) is dropped: it belongs to the old weights
+// (save_training_state, training_state_io.cpp, writes a new one through `extra`). Everything
+// else (archive_format, archive_version, extra/*) is copied as is.
 // The write is atomic (pt2rt::write_archive_copy: temp file, fsync, rename).
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -30,7 +32,8 @@ at::Tensor storage_bytes(const WeightInfo& w, const at::Tensor& value) {
 
 }  // namespace
 
-void save_model(const ModelState& s, const std::string& path, const WriteOptions& options) {
+void save_model(const ModelState& s, const std::string& path, const WriteOptions& options,
+                const std::vector<NewEntry>& extra) {
   if (!s.archive) {
     throw Error("pt2rt::Model::save(" + path +
                 "): this model was built with from_program and has no source archive");
@@ -49,7 +52,10 @@ void save_model(const ModelState& s, const std::string& path, const WriteOptions
   std::vector<uint8_t> rewritten =
       drop_example_references(program.data(), program.size(), options.limits);
   replacements.push_back(NewEntry{kProgramEntry, EntryBytes{rewritten.data(), rewritten.size()}});
-  write_archive_copy(path, *s.archive, replacements, options);
+  replacements.insert(replacements.end(), extra.begin(), extra.end());
+  WriteOptions copy_options = options;
+  copy_options.omit_prefixes.push_back(kOptimizerPrefix);  // belongs to the old weights
+  write_archive_copy(path, *s.archive, replacements, copy_options);
 }
 
 void Model::save(const std::string& path) const {

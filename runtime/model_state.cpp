@@ -152,7 +152,13 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
     state->inference = compile_graph(program, *g, ops, index, device, report,
                                      /*cache_weight_work=*/true);
   }
-  if (const Graph* g = program->graph(GraphRole::Forward)) {
+  if (options.inference_only && !program->graph(GraphRole::Inference)) {
+    throw InputError("LoadOptions::inference_only, but the archive has no inference "
+                     "graph (exported with inference=False)");
+  }
+  const Graph* forward = options.inference_only ? nullptr : program->graph(GraphRole::Forward);
+  const Graph* backward = options.inference_only ? nullptr : program->graph(GraphRole::Backward);
+  if (const Graph* g = forward) {
     state->forward = compile_graph(program, *g, ops, index, device, report);
     for (int64_t v : state->forward->bindings.user_output_values) {
       const Value* value = v >= 0 ? &g->values[v] : nullptr;
@@ -161,10 +167,11 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
       state->output_differentiable.push_back(diff);
     }
   }
-  if (const Graph* g = program->graph(GraphRole::Backward)) {
+  if (const Graph* g = backward) {
     if (!state->forward) throw FormatError("program.fb: a backward graph without a forward graph");
     state->backward = compile_graph(program, *g, ops, index, device, report);
   }
+  state->inference_only = options.inference_only;
   report.throw_if_any(*program);
   if (!state->inference && !state->forward) {
     throw FormatError("program.fb: no inference and no forward graph");

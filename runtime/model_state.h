@@ -39,6 +39,8 @@ struct ModelState {
   std::vector<size_t> buffer_weights;     ///< buffer position → weight index
   std::vector<int64_t> weight_parameter;  ///< weight index → parameter position, or -1
   std::optional<CompiledGraph> inference, forward, backward;
+  /// Loaded with LoadOptions::inference_only: forward/backward left uncompiled on purpose.
+  bool inference_only = false;
   /// Per user output of the forward graph: floating/complex dtype (differentiable).
   std::vector<bool> output_differentiable;
   /// The archive the model came from (for save()); null for Model::from_program.
@@ -56,9 +58,11 @@ struct ModelState {
 /// (all refused and unknown ops in one OpResolutionError), argument planning, descriptor
 /// binding, the pairing checks of forward and backward (every backward Saved(k) is a forward
 /// Saved output), then the meta-device check of every graph against `options.run`
-/// (meta_check.h; the bounds resolved for an archive of `archive_bytes` bytes).
+/// (meta_check.h; the bounds resolved for an archive of `archive_bytes` bytes). With
+/// `options.inference_only` only the inference graph is compiled and checked.
 /// @param weights  Program::weights order, already on `device`.
-/// @throws FormatError, OpResolutionError.
+/// @throws FormatError, OpResolutionError; InputError (inference_only without an inference
+///   graph).
 std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program,
                                           std::vector<at::Tensor> weights, c10::Device device,
                                           const LoadOptions& options = {},

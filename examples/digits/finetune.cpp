@@ -5,10 +5,13 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
-constexpr int64_t kBatch = 32;  // the archive's static batch size (model.py BATCH_SIZE)
+// Training batch size. The archive has a dynamic batch (pretrain.py exports it with
+// pt2rt.Dim("batch", min=1, max=512)): any size in that range runs, unpadded.
+constexpr int64_t kBatch = 32;
 
 // (inputs, targets) as written by Python's torch.save((inputs, targets), path).
 std::pair<torch::Tensor, torch::Tensor> load_data(const std::string& path) {
@@ -21,15 +24,8 @@ std::pair<torch::Tensor, torch::Tensor> load_data(const std::string& path) {
 double accuracy(pt2rt::Model& model, const torch::Tensor& x, const torch::Tensor& y) {
   model.eval();  // eval mode runs the inference graph
   c10::InferenceMode guard;
-  int64_t correct = 0;
-  for (int64_t i = 0; i < x.size(0); i += kBatch) {
-    auto xb = x.slice(0, i, i + kBatch);
-    const int64_t n = xb.size(0);
-    if (n < kBatch) xb = torch::cat({xb, torch::zeros({kBatch - n, 1, 8, 8})});  // pad
-    auto pred = model.forward({xb})[0].argmax(1).slice(0, 0, n);
-    correct += pred.eq(y.slice(0, i, i + n)).sum().item<int64_t>();
-  }
-  return static_cast<double>(correct) / static_cast<double>(x.size(0));
+  auto pred = model.forward({x})[0].argmax(1);  // the whole split in one call
+  return pred.eq(y).to(torch::kDouble).mean().item<double>();
 }
 
 int main(int argc, char** argv) try {
@@ -47,10 +43,10 @@ int main(int argc, char** argv) try {
   for (int epoch = 1; epoch <= (argc > 5 ? std::stoi(argv[5]) : 5); ++epoch) {
     model.train();  // training mode: forward graph, backward graph through autograd
     auto perm = torch::randperm(x.size(0));
-    const int64_t steps = x.size(0) / kBatch;  // full batches; the shuffle varies the rest
+    const int64_t steps = (x.size(0) + kBatch - 1) / kBatch;  // the last one may be partial
     double loss_sum = 0;
-    for (int64_t i = 0; i < steps * kBatch; i += kBatch) {
-      auto idx = perm.slice(0, i, i + kBatch);
+    for (int64_t i = 0; i < x.size(0); i += kBatch) {
+      auto idx = perm.slice(0, i, std::min(i + kBatch, x.size(0)));
       auto logits = model.forward({x.index_select(0, idx)})[0];
       auto loss = torch::cross_entropy_loss(logits, y.index_select(0, idx));
       optimizer.zero_grad();

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <iostream>
 
-constexpr int64_t kBatch = 32;  // per rank: the archive's static batch size
+constexpr int64_t kBatch = 32;  // per rank (any size in the archive's batch range)
 
 int main(int argc, char** argv) try {
   if (argc < 5) {

@@ -6,17 +6,20 @@ Architecture (input float32 [N, 1, 8, 8], output float32 logits [N, 10]):
     flatten - Linear(128 -> 10)                             -> [N, 10]
 
 `build()` is the entry point for `export-cli save examples/digits/model.py:build out.pt2`:
-it returns `(model, example_args)` with a fixed batch of BATCH_SIZE images. pt2rt v1
-archives have static shapes, so every call of the exported model (training and
-inference) takes exactly BATCH_SIZE images.
+it returns `(model, example_args)` with an example batch of BATCH_SIZE images. Exported with
+static shapes every call of the archive takes exactly BATCH_SIZE images; pretrain.py exports
+it with a dynamic batch (`pt2rt.Dim("batch", min=1, max=MAX_BATCH)`; on the command line
+`export-cli save examples/digits/model.py:build out.pt2 --dynamic x:0=batch[1,512]`).
 """
 from typing import Tuple
 
 import torch
 from torch import nn
 
-#: Images per call of the exported model (the archive's static batch dimension).
+#: Images in the example batch (and the default training batch).
 BATCH_SIZE = 32
+#: Largest batch of the dynamic-batch archive pretrain.py exports.
+MAX_BATCH = 512  # the 450 test images in one call; peak memory stays under the default bound
 NUM_CLASSES = 10
 
 

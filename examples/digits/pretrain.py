@@ -6,7 +6,8 @@ finetune.cpp) later teaches it the missing digits without Python.
 
 Usage: /usr/bin/python3 examples/digits/pretrain.py DATA_DIR OUT.pt2 [--epochs N] [--seed S]
 Reads DATA_DIR/train.pt and DATA_DIR/test.pt (see prepare.py); writes OUT.pt2 with the
-training and inference graphs and, as bundled example, the first BATCH_SIZE training images.
+training and inference graphs (dynamic batch: any size in [1, MAX_BATCH]) and, as bundled
+example, the first BATCH_SIZE training images.
 """
 import argparse
 import os
@@ -18,7 +19,7 @@ from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import BATCH_SIZE, build  # noqa: E402
+from model import BATCH_SIZE, MAX_BATCH, build  # noqa: E402
 
 try:
     import pt2rt
@@ -78,7 +79,11 @@ def main() -> None:
     # eval-mode inference graph. The example batch is bundled for `export-cli verify`.
     model.train()
     start = time.time()
-    pt2rt.export(model, (x_train[:BATCH_SIZE].clone(),)).save(args.out)
+    # The batch dim is dynamic (any size in [1, MAX_BATCH]): C++ trains on every batch of an
+    # epoch, the last partial one included, and evaluates a whole split in one call.
+    pt2rt.export(model, (x_train[:BATCH_SIZE].clone(),),
+                 dynamic_shapes={"x": {0: pt2rt.Dim("batch", min=1, max=MAX_BATCH)}}
+                 ).save(args.out)
     print(f"exported {args.out} ({os.path.getsize(args.out) / 1024:.0f} KiB) "
           f"in {time.time() - start:.1f} s")
 

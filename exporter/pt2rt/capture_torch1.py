@@ -22,10 +22,16 @@ Inference graph (``capture_inference``): ``make_fx(forward)`` in eval mode under
 ``torch.no_grad()``, re-traced under ``functionalize`` as in step 2, finalized the same way.
 
 Both record provenance (``provenance.py``): ``nn_module_stack`` and stack traces per node.
+
+Dynamic shapes (``dynamic=``, from ``symbolic_inputs``): both traces run over fake tensors whose
+marked dims are symbolic (``dynamic_torch1.py``), with pt2rt's symbolic-shape rules
+(``symbolic_meta_torch1.py``); the joint's tangents are ones of the fake outputs' sizes.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+import contextlib
+import operator
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -79,24 +85,31 @@ class _DataDependenceGuard(TorchFunctionMode):
 
 
 def _trace(fn: Callable, args: Sequence, what: str, model: torch.nn.Module,
-           decompositions=None) -> fx.GraphModule:
+           decompositions=None, dynamic=None) -> fx.GraphModule:
+    """``make_fx(fn, decompositions)(*args)``; with ``dynamic`` (a
+    ``dynamic_torch1.SymbolicInputs``) ``args`` are its fake tensors and the trace runs in its
+    fake mode with the Python dispatcher (a symbolic trace)."""
     try:
-        with _DataDependenceGuard():
+        with _DataDependenceGuard(), (dynamic.tracing() if dynamic else contextlib.nullcontext()):
             return make_fx(fn, decompositions)(*args)
     except ExportError:
         raise
     except Exception as e:  # torch raises many types while tracing; report them uniformly
+        if dynamic is not None:
+            from .symbolic_meta_torch1 import no_symbolic_rule
+            no_symbolic_rule(e, model, what)
         raise CaptureError(f"pt2rt.export: cannot trace {type(model).__name__} ({what}): "
                            f"{type(e).__name__}: {e}") from e
 
 
 def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, what: str,
-                           model) -> fx.GraphModule:
+                           model, dynamic=None) -> fx.GraphModule:
     """make_fx(functionalize(Interpreter(g).run)) with flat args (needed for the copy-back)."""
     def replay(*flat):
         return torch.fx.Interpreter(g).run(*flat)
     with prov.recording(record_calls=False), torch.no_grad():
-        gm = _trace(_functionalize(replay), args, what + ", functionalization", model)
+        gm = _trace(_functionalize(replay), args, what + ", functionalization", model,
+                    dynamic=dynamic)
     prov.resolve(gm)
     return gm
 
@@ -147,6 +160,7 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
            for p in placeholders if p in mutations]
     new_out = kept[:n_plain] + mut + kept[n_plain:]
 
+    _tuple_vals(g)
     drop_unused_batch_norm_stats(g)
     bernoulli_out_of_place(g)
 
@@ -191,6 +205,8 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
         if node.op in ("placeholder", "get_attr", "output"):
             continue
         env[node] = new.node_copy(node, lambda x: env[x])
+        if node.target is aten.sym_size and len(node.args) == 2:
+            env[node].target = aten.sym_size.int  # 1.13 records the packet
     new.output(tuple(env[v] if isinstance(v, fx.Node) else v for v, _ in new_out))
     new.eliminate_dead_code()
     new.lint()
@@ -200,17 +216,33 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
     return dg, n_plain + len(mut)
 
 
+def _tuple_vals(g: fx.Graph) -> None:
+    """1.13's make_fx records ``meta['val']`` (the fake value; symbolic sizes) only on nodes
+    producing one tensor or SymInt; a tuple-returning op's elements are on the getitem nodes it
+    creates for each of them. Gathered onto the op's node (as torch 2 has it) before dead
+    getitems are removed, so lowering finds every element's symbolic sizes."""
+    for node in g.nodes:
+        if node.op != "call_function" or "val" in node.meta or not node.users:
+            continue
+        items = {u.args[1]: u.meta.get("val") for u in node.users
+                 if u.target is operator.getitem and isinstance(u.args[1], int)}
+        if items and len(items) == len(node.users):
+            node.meta["val"] = tuple(items.get(i) for i in range(max(items) + 1))
+
+
 # ---------------------------------------------------------------------------
 # Entry points (called by capture.py)
 
 def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                   user_inputs: List[torch.Tensor], constants: ConstantTable,
-                  decompositions: Optional[Dict] = None) -> CapturedJoint:
+                  decompositions: Optional[Dict] = None, dynamic=None) -> CapturedJoint:
     """The joint forward+backward graph in training mode; see the module docstring.
 
     ``weights``: parameters then buffers (Program order). ``user_inputs``: flat ``Plain``
     inputs; those with ``requires_grad`` get ``Grad`` outputs. ``decompositions``: the
     caller's table, applied on top of ``training_decompositions()`` (the caller's win).
+    ``dynamic``: a ``dynamic_torch1.SymbolicInputs`` (dynamic shapes: a symbolic trace whose
+    tangents have the fake outputs' symbolic sizes) or None.
     """
     state_names = _state_names(model, weights)
     n_w, n_in = len(weights), len(user_inputs)
@@ -254,11 +286,21 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
                                                 grad_outputs=list(tang), allow_unused=True)
             return tuple(outs) + tuple(grads)
 
+        table = {**training_decompositions(), **(decompositions or {})}
+        if dynamic is None:
+            trace_args = fresh_state() + fresh_inputs() + tangents
+        else:
+            trace_args = _symbolic_joint_args(model, state_names, sig, dynamic, fresh_state(),
+                                              fresh_inputs(), diff, table)
         with prov.recording(), capturable(model):
-            g1 = _trace(joint, fresh_state() + fresh_inputs() + tangents, "joint forward+backward",
-                        model, {**training_decompositions(), **(decompositions or {})})
-        replay_args = [_fresh(t) for t in [w.tensor for w in weights] + user_inputs + tangents]
-        g2 = _replay_functionalized(g1, replay_args, prov, "joint forward+backward", model)
+            g1 = _trace(joint, trace_args, "joint forward+backward", model, table, dynamic)
+        if dynamic is None:
+            replay_args = [_fresh(t) for t in [w.tensor for w in weights] + user_inputs + tangents]
+        else:
+            with dynamic.tracing():
+                replay_args = [t.detach() for t in trace_args]
+        g2 = _replay_functionalized(g1, replay_args, prov, "joint forward+backward", model,
+                                    dynamic)
 
     in_desc = [w.descriptor() for w in weights] + [InputDescriptor.plain(i) for i in range(n_in)]
     plain_out = [OutputDescriptor.plain(i) for i in range(sig.num_outputs)]
@@ -269,10 +311,38 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
     return CapturedJoint(dg, num_fwd)
 
 
+def _symbolic_joint_args(model: torch.nn.Module, state_names, sig: ExportSignature, dynamic,
+                         state: List[torch.Tensor], user: List[torch.Tensor], diff: List[int],
+                         table: Dict) -> List[Any]:
+    """Fake weights (static), fake user inputs (marked dims symbolic) and tangents: ones of the
+    symbolic sizes of the differentiable outputs, from one fake forward."""
+    fake_state = [dynamic.static(t) for t in state]
+    fake_user = dynamic.fakify(user)
+    try:
+        with dynamic.tracing(), capturable(model), _decomposed(table):
+            outs, _ = _flat_outputs(_call_model(model, state_names, fake_state, sig, fake_user),
+                                    "forward()")
+            tangents = [torch.ones_like(outs[i]).detach() for i in diff]
+    except ExportError:
+        raise
+    except Exception as e:
+        from .symbolic_meta_torch1 import no_symbolic_rule
+        no_symbolic_rule(e, model, "forward")
+        raise CaptureError(f"pt2rt.export: cannot run {type(model).__name__}.forward on "
+                           f"symbolic shapes: {type(e).__name__}: {e}") from e
+    return fake_state + fake_user + tangents
+
+
+def _decomposed(table: Dict):
+    from torch.fx.experimental.proxy_tensor import decompose
+    return decompose(table)
+
+
 def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                       user_inputs: List[torch.Tensor], constants: ConstantTable,
-                      decompositions: Optional[Dict] = None) -> DescribedGraph:
-    """The inference graph: eval mode, no grad, functionalized (``decompositions`` applied)."""
+                      decompositions: Optional[Dict] = None, dynamic=None) -> DescribedGraph:
+    """The inference graph: eval mode, no grad, functionalized (``decompositions`` applied).
+    ``dynamic``: as ``capture_joint``'s."""
     state_names = _state_names(model, weights)
     n_w = len(weights)
     prov = Provenance(model)
@@ -288,15 +358,29 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
 
     with _mode(model, False), torch.no_grad():
         args = [_fresh(t) for t in [w.tensor for w in weights] + list(user_inputs)]
+        if dynamic is not None:
+            args = [dynamic.static(t) for t in args[:n_w]] + dynamic.fakify(args[n_w:])
         # Traced plainly first, then functionalized by replaying the graph (as the joint):
         # functorch 1.13's functionalize refuses saved-tensor hooks, which
         # torch.utils.checkpoint installs even under no_grad.
         with prov.recording(), capturable(model):
-            g1 = _trace(forward, args, "inference", model, decompositions)
-        gm = _replay_functionalized(g1, [_fresh(a) for a in args], prov, "inference", model)
+            g1 = _trace(forward, args, "inference", model, decompositions, dynamic)
+        if dynamic is None:
+            replay_args = [_fresh(a) for a in args]
+        else:
+            with dynamic.tracing():
+                replay_args = [a.detach() for a in args]
+        gm = _replay_functionalized(g1, replay_args, prov, "inference", model, dynamic)
     in_desc = [w.descriptor() for w in weights]
     in_desc += [InputDescriptor.plain(i) for i in range(len(user_inputs))]
     out_desc = [OutputDescriptor.plain(i) for i in range(outputs[-1])]
     dg, _ = finalize_graph(gm, in_desc, out_desc, constants, GraphRole.Inference,
                            n_w + len(user_inputs))
     return dg
+
+
+def symbolic_inputs(spec):
+    """Dynamic shapes: the export's ShapeEnv with only the marked dims symbolic
+    (``dynamic_torch1.SymbolicInputs``); its ``finish()`` gives the symbol table."""
+    from .dynamic_torch1 import SymbolicInputs
+    return SymbolicInputs(spec)

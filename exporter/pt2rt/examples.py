@@ -52,8 +52,7 @@ def eager_example(model: torch.nn.Module, weights: Sequence[WeightSpec], sig: Ex
             refs.grads = [(k, tensor_data(g)) for k, g in grads if k not in names]
             if sketched:
                 refs.grad_sketch_seed = grad_sketch.DEFAULT_SEED
-                refs.grad_sketches = [grad_sketch.compute(k, g, refs.grad_sketch_seed)
-                                      for k, g in sketched]
+                refs.grad_sketches = grad_sketch.compute_all(sketched, refs.grad_sketch_seed)
             refs.buffers = [(w.fqn, tensor_data(run.buffers[w.fqn])) for w in weights
                             if w.kind is WeightKind.Buffer]
     return Example(name, [tensor_data(x) for x in user_inputs], refs)

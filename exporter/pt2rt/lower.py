@@ -39,6 +39,7 @@ from .errors import ExportError
 from .graph_ir import DescribedGraph
 from .program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Graph, GraphInput,
                          GraphOutput, Node, Operator, TensorMeta, Value, ValueKind)
+from .symbols import is_symint
 
 GETITEM = ("prim::getitem", "", "prim::getitem(Tensor[] list, int idx) -> Tensor")
 _MISSING = object()
@@ -138,7 +139,7 @@ class GraphLowering:
         """``val``: the node's ``meta['val']`` (fake tensor / SymInt) of a symbolic capture,
         whose sizes and strides become SymExpr dims (``symbols.SymbolTable``)."""
         meta, sym = None, None
-        if self.symbols_ and isinstance(val, torch.SymInt):
+        if self.symbols_ and is_symint(val):
             kind, sym = ValueKind.SymInt, self.symbols_.value_expr(val, f"value {name}")
         if kind is ValueKind.Tensor:
             if isinstance(info, TensorInfo):
@@ -285,7 +286,8 @@ class GraphLowering:
             return
         if isinstance(v, int) and self.values_[v].kind is ValueKind.TensorList:
             op = self.ops_.index(*GETITEM)
-            out = self._new_value(node.name, node.meta.get(META_KEY), node.meta.get("tensor_meta"))
+            out = self._new_value(node.name, node.meta.get(META_KEY), node.meta.get("tensor_meta"),
+                                  val=node.meta.get("val"))
             self.nodes_.append(Node(op, [Argument("list", ArgKind.TensorListRef, v),
                                          Argument("idx", ArgKind.IntArg, int(idx))],
                                     [out], self._debug(node)))

@@ -71,6 +71,13 @@ def _run_partitioner(fn, gm: fx.GraphModule, num_fwd: int, num_out: int):
         return fn(gm, None, num_fwd_outputs=num_fwd)
     gm._out_spec = pytree.tree_flatten((list(range(num_fwd)),
                                         list(range(num_out - num_fwd))))[1]
+    # A symbolic (dynamic-shape) trace's SymInt nodes (aten.sym_size, operator.mul ...) carry no
+    # tensor_meta; 1.13's default partitioner takes such a node for a tuple producer and asserts
+    # its users are getitems. Marked, they are saved like tensors (as torch 2 saves SymInts).
+    from .symbols import is_symint
+    for node in gm.graph.nodes:
+        if "tensor_meta" not in node.meta and is_symint(node.meta.get("val")):
+            node.meta["tensor_meta"] = None
     # functorch 1.13's min-cut sizes tensors from a dtype table without the complex types
     # (NotImplementedError "Don't know the size of dtype"); torch 2.x uses element_size().
     import functorch._src.partitioners as p113

@@ -64,20 +64,23 @@ def _classify(filename: str) -> Tuple[bool, bool]:
 def _raw_user_stack(skip: int) -> Frames:
     """The caller's frames below the innermost pt2rt frame (the capture's call of the model),
     torch internals dropped. Cheap: source lines are read only when formatting."""
+    # Called at every torch API call while tracing (tens of thousands per export, each
+    # walking ~30 frames): the frame kinds are looked up inline, not through _classify.
     frames = []
+    kinds = _FRAME_KINDS
     f = sys._getframe(skip)
     while f is not None:
         code = f.f_code
-        if _classify(code.co_filename)[0]:
+        kind = kinds.get(code.co_filename) or _classify(code.co_filename)
+        if kind[0]:
             if code.co_name != "__torch_function__":  # our modes sit between user frames
                 break
-            f = f.f_back
-            continue
-        frames.append((code.co_filename, f.f_lineno, code.co_name))
+        elif kind[1]:
+            frames.append((code.co_filename, f.f_lineno, code.co_name))
         f = f.f_back
     kept = []
     for fr in reversed(frames):  # torch-function dispatch re-enters the same call: dedupe
-        if _classify(fr[0])[1] and (not kept or kept[-1] != fr):
+        if not kept or kept[-1] != fr:
             kept.append(fr)
     return tuple(kept)
 

@@ -86,23 +86,59 @@ class SymbolTable:
                           "the archive format cannot store; export with static shapes")
 
     def dim(self, v: Any, what: str) -> Dim:
-        """A size/stride (int or torch.SymInt) -> Dim (static, or symbolic with its hint)."""
-        import torch
-        if isinstance(v, torch.SymInt):
-            node = v.node
-            e = node.expr
-            expr = self.expr(e, what)
+        """A size/stride (int or symbolic int, see ``is_symint``) -> Dim (static, or symbolic
+        with its hint)."""
+        if is_symint(v):
+            expr = self.expr(sym_expr(v), what)
             if expr.op == CONST:
                 return Dim(expr.value)
-            return Dim(int(node.hint) if node.hint is not None else 0, expr)
+            hint = sym_hint(v)
+            return Dim(hint if hint is not None else 0, expr)
         return Dim(int(v))
 
     def value_expr(self, v: Any, what: str) -> Optional[SymExpr]:
         """The SymExpr of a SymInt graph value (None for a plain int)."""
-        import torch
-        if isinstance(v, torch.SymInt):
-            return self.expr(v.node.expr, what)
+        if is_symint(v):
+            return self.expr(sym_expr(v), what)
         return None
+
+
+# The symbolic ints of a trace: ``torch.SymInt`` (torch >= 2: ``.node.expr``, ``.node.hint``);
+# on torch 1.13 ``torch.SymIntNode`` (a size of a fake tensor; ``get_pyobj()`` is the
+# ``PySymInt``) or the ``PySymInt`` itself (``meta['val']`` of SymInt arithmetic nodes), whose
+# ``expr`` is the sympy expression and whose ShapeEnv gives the hint
+# (torch/fx/experimental/symbolic_shapes.py of each version).
+def is_symint(v: Any) -> bool:
+    import torch
+    if isinstance(v, (bool, int)):
+        return False
+    if hasattr(torch, "SymInt") and isinstance(v, torch.SymInt):
+        return True
+    return _py_symint(v) is not None
+
+
+def _py_symint(v: Any) -> Any:
+    import torch
+    if hasattr(torch, "SymIntNode") and isinstance(v, torch.SymIntNode):
+        return v.get_pyobj()
+    if type(v).__name__ == "PySymInt" and hasattr(v, "expr"):
+        return v
+    return None
+
+
+def sym_expr(v: Any) -> Any:
+    """The sympy expression of a symbolic int (``is_symint``)."""
+    py = _py_symint(v)
+    return py.expr if py is not None else v.node.expr
+
+
+def sym_hint(v: Any) -> Optional[int]:
+    """The example value of a symbolic int, or None when the trace has none."""
+    py = _py_symint(v)
+    if py is not None:
+        h = py.shape_env.size_hint(py.shape_env.replace(py.expr))
+        return int(h)
+    return int(v.node.hint) if v.node.hint is not None else None
 
 
 def _fold(op: int, ops: List[SymExpr]) -> SymExpr:

@@ -7,7 +7,9 @@
 //   ├── archive_version     "1"          (major version of this layout)
 //   ├── program.fb          FlatBuffer, root table pt2rt.fb.Program, identifier "PT2R"
 //   ├── weights/<n>         raw little-endian storage bytes of one tensor
-//   └── extra/<name>        free-form user files; never executed
+//   ├── extra/<name>        free-form user files; never executed
+//   └── optimizer/<name>    training state (schema 1.3, optional): optimizer/state.fb and
+//                           its tensors optimizer/<n> (pt2rt/training_state.h)
 //
 // Opening checks, in order: it is a zip (libzip); every entry name belongs to the layout above
 // (relative, no "." / ".." / empty components, no backslash or control bytes); entry names are

@@ -52,6 +52,9 @@ struct WriteOptions {
   /// `limits`, and a compressed entry copied from a source archive (extra/*) may inflate to at
   /// most `limits.max_entry_bytes`.
   ArchiveLimits limits;
+  /// write_archive_copy: entries of the source whose name starts with one of these are not
+  /// copied (Model::save drops the training state `optimizer/`: it belongs to the old weights).
+  std::vector<std::string> omit_prefixes;
 };
 
 /// Writes `entries`, in this order, as a new archive at `path` (atomically, see above).
@@ -62,8 +65,9 @@ struct WriteOptions {
 void write_archive(const std::string& path, const std::vector<NewEntry>& entries,
                    const WriteOptions& options = {});
 
-/// Writes a copy of `source` at `path`: every entry of `source` in its order, except that
-/// an entry named in `replacements` gets the new bytes; replacement names that `source`
+/// Writes a copy of `source` at `path`: every entry of `source` in its order (but those under
+/// `options.omit_prefixes` that are not replaced), except that an entry named in
+/// `replacements` gets the new bytes; replacement names that `source`
 /// lacks are appended in the order given. Copied entries are decompressed if needed (their
 /// CRC is checked while copying) and written STORED. `path` may be `source`'s own file:
 /// `source` keeps reading the old file, which the rename replaces at the very end.

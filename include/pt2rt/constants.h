@@ -19,11 +19,16 @@ inline constexpr const char* kArchiveVersionEntry = "archive_version";
 inline constexpr const char* kProgramEntry = "program.fb";
 inline constexpr const char* kWeightsPrefix = "weights/";
 inline constexpr const char* kExtraPrefix = "extra/";
+/// Training state (schema 1.3): `optimizer/state.fb` (FlatBuffer TrainingState, identifier
+/// kTrainingStateIdentifier) and its tensors `optimizer/<n>`.
+inline constexpr const char* kOptimizerPrefix = "optimizer/";
+inline constexpr const char* kTrainingStateEntry = "optimizer/state.fb";
+inline constexpr const char* kTrainingStateIdentifier = "PT2T";
 /// FlatBuffer file identifier of program.fb.
 inline constexpr const char* kProgramIdentifier = "PT2R";
 /// Schema version this build reads and writes (schema/README.md).
 inline constexpr uint32_t kSchemaMajor = 1;
-inline constexpr uint32_t kSchemaMinor = 2;
+inline constexpr uint32_t kSchemaMinor = 3;
 /// Every STORED entry's data starts on this boundary (bytes).
 inline constexpr std::size_t kDataAlignment = 64;
 /// Gradient sketches (schema 1.2, pt2rt/grad_sketch.h): the seed and projection count the

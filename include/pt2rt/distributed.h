@@ -8,13 +8,18 @@
 //   * at construction, every parameter and buffer is broadcast from rank 0;
 //   * each forward() first broadcasts the buffers from rank 0 (broadcast_buffers=True, the
 //     DDP default: BatchNorm running statistics follow rank 0's);
-//   * after loss.backward(), average_gradients() replaces every trainable parameter's .grad
-//     by its mean over the ranks (all-reduce SUM of flattened buckets of at most
-//     bucket_bytes, launched asynchronously, all waited, then divided by the world size) —
-//     DDP's result for a loss that is a mean over each rank's batch. Then any torch::optim
-//     optimizer steps identically on every rank, so parameters stay equal.
-// The all-reduce runs after the backward, not overlapped with it (see README "Data-parallel
-// training").
+//   * gradients are averaged over the ranks in buckets of at most bucket_bytes, in reverse
+//     parameter order (the order backward produces them), as DDP's Reducer does: a hook on
+//     each parameter's gradient accumulator (the AccumulateGrad node's post hook, the
+//     mechanism c10d's Reducer itself uses) launches a bucket's asynchronous all-reduce SUM as
+//     soon as all its gradients are in `.grad`, so the all-reduce overlaps the rest of the
+//     backward; average_gradients() (after loss.backward(), before optimizer.step()) launches
+//     what is left, waits for every bucket, divides by the world size and writes each
+//     trainable parameter's .grad — DDP's result for a loss that is a mean over each rank's
+//     batch. Then any torch::optim optimizer steps identically on every rank.
+//   * set_gradient_sync(false) is DDP's no_sync(): the backward passes accumulate locally
+//     and launch nothing; the backward after set_gradient_sync(true) launches the buckets of
+//     the accumulated gradients.
 //
 // Rendezvous follows torchrun's environment conventions (RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT: https://pytorch.org/docs/stable/elastic/run.html) with a c10d TCPStore that
@@ -23,7 +28,10 @@
 // Errors: DistributedError (pt2rt/errors.h style) for a failed rendezvous (port in use,
 // master unreachable, a rank that never joins within the timeout) and for a collective that
 // fails or times out (a peer that died or hangs): the message names this rank, the operation
-// and, in a two-rank job, the lost rank. `kind()` tells setup failures from lost peers.
+// and the lost rank(s) — those whose heartbeat counter in the store stopped (every rank bumps
+// pt2rt/heartbeat/<rank> every timeout/20, 50 ms..1 s; naming takes 2.5 such intervals after
+// the failure), or in a two-rank job the other one. `kind()` tells setup failures from lost
+// peers.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -100,6 +108,14 @@ class ProcessGroup {
   /// In-place sum over the ranks of each tensor (CPU, contiguous, same shapes everywhere),
   /// all launched before any is waited. @throws DistributedError (Collective).
   void all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what);
+  /// Launches an in-place sum over the ranks of `tensor` (as all_reduce_sum) without waiting:
+  /// the tensor must stay alive and untouched until wait_started(). Collectives started this
+  /// way run in launch order, which must be the same on every rank.
+  /// @throws DistributedError (Collective) when the launch itself fails.
+  void start_all_reduce_sum(at::Tensor& tensor, const std::string& what);
+  /// Waits for every collective start_all_reduce_sum launched (all of them, even after one
+  /// failed). @throws DistributedError (Collective).
+  void wait_started(const std::string& what);
   /// In-place broadcast of each tensor from `root`. @throws DistributedError (Collective).
   void broadcast(std::vector<at::Tensor>& tensors, int root, const std::string& what);
   /// Waits for every rank. @throws DistributedError (Collective).
@@ -116,15 +132,23 @@ struct DataParallelOptions {
   int64_t bucket_bytes = 25 * 1024 * 1024;
   /// Broadcast buffers from rank 0 at every forward (DDP's broadcast_buffers=True).
   bool broadcast_buffers = true;
+  /// Launch each bucket during the backward as soon as its gradients are ready (true), or
+  /// every bucket after the backward in average_gradients() (false; for comparison).
+  bool overlap = true;
 };
 
 /// DistributedDataParallel for a pt2rt::Model (see the file comment). Holds references to
 /// `model` and `group`: both must outlive it. CPU models (Gloo's tensors live on the CPU).
 class DataParallel {
  public:
-  /// Broadcasts every parameter and buffer from rank 0.
+  /// Broadcasts every parameter and buffer from rank 0 and (options.overlap, more than one
+  /// rank) adds a post hook to each trainable parameter's gradient accumulator.
   /// @throws DistributedError, InputError (a model not on the CPU).
   DataParallel(Model& model, ProcessGroup& group, DataParallelOptions options = {});
+  /// Removes the hooks; buckets still in flight are waited (errors ignored).
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
 
   /// Broadcasts the buffers from rank 0 (when options.broadcast_buffers and the model has
   /// any), then runs model.forward(inputs).
@@ -134,11 +158,24 @@ class DataParallel {
   void broadcast_buffers();
   /// After loss.backward(), before optimizer.step(): each trainable parameter's .grad
   /// becomes its mean over the ranks (a parameter without .grad on a rank counts as zeros).
-  /// @throws DistributedError (Collective).
+  /// Buckets the backward launched are waited; a gradient that changed after its bucket was
+  /// launched (a second backward without average_gradients() in between) makes every bucket
+  /// all-reduce again from the current .grad values, so the result is always the mean of
+  /// what .grad holds now. @throws DistributedError (Collective).
   void average_gradients();
+  /// DDP's no_sync(): false — the following backward passes only accumulate into .grad;
+  /// true (the default) — the next backward launches the buckets as gradients become ready.
+  /// Every rank must make the same calls.
+  void set_gradient_sync(bool sync) { sync_ = sync; }
+  bool gradient_sync() const { return sync_; }
 
-  /// Seconds spent in average_gradients() so far (the all-reduce's share of a step).
+  /// Seconds spent in average_gradients() so far: the all-reduce time the backward did not
+  /// hide (launching the buckets left, waiting, averaging).
   double all_reduce_seconds() const { return all_reduce_s_; }
+  /// Seconds the gradient hooks spent during backward passes (flattening and launching).
+  double launch_seconds() const { return launch_s_; }
+  /// Buckets launched by the hooks during a backward (overlapped) so far.
+  int64_t overlapped_buckets() const { return overlapped_buckets_; }
   /// The buckets: parameter indices (into model.parameters()) per bucket.
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
 
@@ -148,7 +185,16 @@ class DataParallel {
   DataParallelOptions options_;
   std::vector<at::Tensor> params_;  ///< trainable parameters, model order
   std::vector<std::vector<size_t>> buckets_;  ///< indices into params_
+  struct Round;                  ///< the hooks and the buckets of the current step
+  std::unique_ptr<Round> round_;
+  bool sync_ = true;
   double all_reduce_s_ = 0.0;
+  double launch_s_ = 0.0;
+  int64_t overlapped_buckets_ = 0;
+
+  void on_gradient_ready(size_t param);
+  void launch(size_t bucket);
+  void reset_round();
 };
 
 }  // namespace pt2rt::distributed

@@ -75,6 +75,16 @@ struct LoadOptions {
   /// safe). Ignored for Model::load from memory; for a non-CPU device the weights are read
   /// from the mapping and copied to the device.
   bool map_weights = false;
+  /// Compile, check and keep only the inference graph (a deployment that never trains): the
+  /// forward and backward graphs are neither compiled nor run on the meta device, which
+  /// roughly thirds the O(nodes) part of a load (with map_weights, nearly all of it).
+  /// program.fb is still decoded and validated whole, and every operator of every graph must
+  /// still resolve, so an archive this load accepts is one a full load accepts, bar the
+  /// training graphs' meta check. Model::train() then throws pt2rt::Error; Model::save writes
+  /// the program unchanged (training graphs included). Like `torch::jit::load` of a traced
+  /// eval-mode module, which has no backward either.
+  /// @throws pt2rt::InputError at load when the archive has no inference graph.
+  bool inference_only = false;
 };
 
 }  // namespace pt2rt

@@ -98,7 +98,8 @@ class Model {
   /// Writes the current parameter and buffer values into a copy of the source archive at
   /// `path`: temp file in the same directory, fsync, rename. The file's permissions are the
   /// replaced file's, or 0666 & ~umask for a new one (as the Python exporter's save). Bundled
-  /// example inputs are kept; their references are dropped (they belong to the old weights).
+  /// example inputs are kept; their references are dropped (they belong to the old weights),
+  /// and so is a training state (optimizer/*; pt2rt/training_state.h saves a new one).
   /// @throws Error when the file cannot be written; the target is then left unchanged.
   void save(const std::string& path) const;
 

@@ -6,6 +6,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -72,6 +73,28 @@ def test_nproc_per_node_2_equals_one_process_with_twice_the_batch(cli, mlp, sing
     assert "gradient all-reduce (rank 0):" in r.out
     assert abs(final_loss(r.out) - single[1]) < 1e-5
     assert max_rel_diff(str(out), str(single[0])) <= 1e-5
+
+
+def eval_figures(out: str, prefix: str):
+    m = re.search(rf"^{prefix}.*eval_loss (\S+)  eval_accuracy (\S+)", out, re.M)
+    assert m, out
+    return float(m.group(1)), float(m.group(2))
+
+
+def test_eval_is_sharded_and_reduced_to_the_figures_of_one_process(cli, mlp, tmp_path):
+    """13 eval samples in batches of 4 (the last one padded): rank 0 evaluates batches 0 and
+    2, rank 1 batches 1 and 3; the all-reduced sums print one process's figures."""
+    work, data = mlp
+    torch.manual_seed(8)
+    ev = save_tensors(tmp_path / "eval.pt", (torch.randn(13, 16), torch.randint(0, 10, (13,))))
+    one = cli.ok(*train_args(work / "mlp_b8.pt2", data, 8, tmp_path / "one.pt2",
+                             "--eval-data", ev)).out
+    two = cli.ok(*train_args(work / "mlp_b4.pt2", data, 4, tmp_path / "two.pt2",
+                             "--eval-data", ev, "--nproc-per-node", "2")).out
+    for prefix in ("before training:", "epoch 1/1", "final:"):
+        (loss1, acc1), (loss2, acc2) = eval_figures(one, prefix), eval_figures(two, prefix)
+        assert abs(loss1 - loss2) <= 1e-4, (prefix, one, two)  # printed to 4 decimals
+        assert acc1 == acc2, (prefix, one, two)  # the same count of correct out of 13
 
 
 def test_joined_ranks_by_flags_and_by_torchrun_variables(cli, mlp, single, tmp_path):
@@ -144,6 +167,67 @@ def test_killed_rank_fails_the_job_and_leaves_the_target_untouched(cli, mlp, lon
     assert target.read_bytes() == b"previous model"
 
 
+def start_long_job(cli, work, long_data, target, nproc):
+    """A launcher of `nproc` ranks training for long, --dist-timeout 3; returns it, once rank 0
+    printed its first epoch, with its ranks' pids and a list of (time, line) of its stderr."""
+    launcher = subprocess.Popen(
+        [cli.path, *map(str, train_args(work / "mlp_b4.pt2", long_data, 4, target,
+                                         "--nproc-per-node", nproc, "--epochs", "1000",
+                                         "--dist-timeout", "3"))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = []
+    threading.Thread(target=lambda: err.extend((time.monotonic(), line)
+                                               for line in launcher.stderr), daemon=True).start()
+    line = ""
+    while not line.startswith("epoch 1/"):
+        line = launcher.stdout.readline()
+        assert line, "".join(e[1] for e in err)
+    return launcher, {rank_of(c): c for c in children_of(launcher.pid)}, err
+
+
+def finish(launcher, err):
+    try:
+        launcher.stdout.read()
+        launcher.wait(timeout=60)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    time.sleep(0.1)  # the reader thread's last lines
+    return "".join(e[1] for e in err)
+
+
+def test_hung_rank_fails_the_others_within_the_timeout(cli, mlp, long_data, tmp_path):
+    """SIGSTOP on rank 1: rank 0's collective times out (--dist-timeout 3) and it exits with
+    one line naming rank 1 (its heartbeat stopped); the launcher then kills rank 1."""
+    work, _ = mlp
+    target = tmp_path / "target.pt2"
+    target.write_bytes(b"previous model")
+    launcher, ranks, err = start_long_job(cli, work, long_data, target, 2)
+    start = time.monotonic()
+    os.kill(ranks[1], signal.SIGSTOP)
+    text = finish(launcher, err)
+    lost = [(t, line) for t, line in err if re.search(r"rank 0: .* failed: lost rank 1 \(", line)]
+    assert lost, text
+    assert lost[0][0] - start < 3 + 4, text  # the timeout, the naming (2.5 x 150 ms), slack
+    assert launcher.returncode != 0
+    assert f"killing rank 1 (pid {ranks[1]})" in text
+    assert target.read_bytes() == b"previous model"
+
+
+def test_lost_rank_is_named_among_three(cli, mlp, long_data, tmp_path):
+    """SIGKILL on rank 2 of 3: the survivors' errors name rank 2, not "a peer rank"."""
+    work, _ = mlp
+    target = tmp_path / "target.pt2"
+    target.write_bytes(b"previous model")
+    launcher, ranks, err = start_long_job(cli, work, long_data, target, 3)
+    os.kill(ranks[2], signal.SIGKILL)
+    text = finish(launcher, err)
+    assert launcher.returncode != 0
+    assert re.search(r"rank [01]: .* failed: lost rank 2 \(", text), text
+    assert "a peer rank" not in text
+    assert target.read_bytes() == b"previous model"
+
+
 def test_port_in_use_is_a_usage_error(cli, mlp, tmp_path):
     work, data = mlp
     with socket.socket() as s:
@@ -183,3 +267,36 @@ def test_option_errors(cli, mlp, tmp_path):
         cli.usage_error(*train_args(work / "mlp_b4.pt2", data, 4, tmp_path / "o.pt2",
                                     "--rank", "1", "--world-size", "2"),
                         mentions=["MASTER_ADDR is not set", "--master-addr"])
+
+
+def test_digits_cnn_matches_pytorch_ddp(cli, tmp_path):
+    """BatchNorm: per-rank batch statistics and rank 0's buffers broadcast each step, so 2 x B
+    is not one batch of 2B — compared with PyTorch's own DistributedDataParallel (Gloo)."""
+    import subprocess as sp
+    import sys
+
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "examples" / "digits"))
+    from model import DigitsCNN
+
+    torch.manual_seed(0)
+    model = DigitsCNN()
+    init = tmp_path / "init.pt"
+    torch.save(model.state_dict(), init)
+    archive = tmp_path / "digits_b8.pt2"
+    pt2rt.export(model, (torch.randn(8, 1, 8, 8),), bundle_examples=False).save(str(archive))
+    torch.manual_seed(1)
+    data = save_tensors(tmp_path / "data.pt",
+                        (torch.randn(80, 1, 8, 8), torch.randint(0, 10, (80,))))
+    out = tmp_path / "tuned.pt2"
+    cli.ok("train", archive, "--data", data, "--batch-size", 8, "--lr", "0.05", "--momentum",
+           "0.9", "--seed", 4, "--nproc-per-node", 2, "--save", out)  # 40 per rank: 5 steps
+    ref = tmp_path / "ddp.pt"
+    sp.run([sys.executable, ROOT / "tests" / "cli" / "ddp_reference.py", init, data, "8", "5",
+            "0.05", "0.9", "4", ref], check=True, timeout=300)
+    expected = torch.load(str(ref))
+    got = pt2rt.load(str(out)).weights
+    assert set(expected) == set(got)
+    for name, e in expected.items():
+        assert not torch.equal(e, model.state_dict()[name]) or "num_batches" in name, name
+        torch.testing.assert_close(got[name], e, rtol=1e-5, atol=1e-5, msg=name)

@@ -38,8 +38,12 @@ def test_json_rows_sum_to_the_measured_call(cli, convs):
     assert ops["aten::addmm"]["calls"] == 5
     total = sum(row["total_us"] for row in r["rows"])
     assert total == pytest.approx(r["ops_us"])
-    # the rows are the time inside operators: within 10 % of the measured calls
-    assert 0.9 * r["measured_us"] <= total <= r["measured_us"], r
+    # the rows are the time inside operators, nested in the measured calls: never more than
+    # them, and not nothing. (How close they come depends on the machine's load: the gap is
+    # the interpreter's own work and preemption between operators, so no fixed share is
+    # asserted here — a timing assertion flaked on a loaded CI machine at 78 %.)
+    assert 0 < total <= r["measured_us"], r
+    assert ops["aten::convolution"]["total_us"] > 0
     for row in r["rows"]:
         assert row["mean_us"] == pytest.approx(row["total_us"] / row["calls"])
         assert row["share"] == pytest.approx(row["total_us"] / r["measured_us"])

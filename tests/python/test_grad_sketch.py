@@ -49,6 +49,14 @@ def test_signs_equal_definition(seed, k):
     assert gs.signs(seed, k, 10).tolist() == expected[:10]  # prefix of the cached vector
 
 
+def test_compute_all_equals_compute_each():
+    grads = [("a", _grad((3, 5), 1)), ("b", _grad((70, 40), 2)), ("c", _grad((7,), 3))]
+    seed = 4242  # not cached by other tests: compute_all hashes the signs for "b" first
+    assert gs.compute_all(grads, seed) == [gs.compute(k, g, seed) for k, g in grads]
+    assert gs.signs(seed, 2, 50).tolist() == [sign_int(seed, 2, j) for j in range(50)]
+    assert gs.compute_all([], seed) == []
+
+
 def _grad(n=(64, 32), seed=0):
     return torch.randn(*n, generator=torch.Generator().manual_seed(seed))
 

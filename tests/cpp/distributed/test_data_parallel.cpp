@@ -65,21 +65,32 @@ std::pair<at::Tensor, at::Tensor> batch(int s) {
   return {at::randn({kGlobalBatch, 16}, gen), at::randint(10, {kGlobalBatch}, gen)};
 }
 
+/// How a data-parallel step with several micro-batches syncs its gradients.
+enum class Sync {
+  EveryBackward,  ///< gradient sync on for every backward (a later one makes buckets stale)
+  NoSync,         ///< set_gradient_sync(false) for all but the step's last backward (no_sync)
+};
+
 /// 5 SGD steps (lr 0.1, momentum 0.9) of `model` on rows [begin, end) of each global batch;
-/// `dp` (when given) broadcasts, all-reduces and averages.
-void train(Model& model, DataParallel* dp, int64_t begin, int64_t end) {
+/// with `micro` > 1, each step accumulates the gradients of `micro` global batches (loss
+/// divided by `micro`). `dp` (when given) broadcasts, all-reduces and averages.
+void train(Model& model, DataParallel* dp, int64_t begin, int64_t end, int micro = 1,
+           Sync sync = Sync::NoSync) {
   model.train();
   std::vector<at::Tensor> params;
   for (const auto& p : model.parameters()) params.push_back(p);
   torch::optim::SGD opt(params, torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch(s);
-    x = x.slice(0, begin, end);
-    y = y.slice(0, begin, end);
-    std::vector<at::Tensor> out = dp ? dp->forward({x}) : model.forward({x});
-    at::Tensor loss = at::cross_entropy_loss(out[0], y);
     opt.zero_grad();
-    loss.backward();
+    for (int m = 0; m < micro; ++m) {
+      auto [x, y] = batch(s * micro + m);
+      x = x.slice(0, begin, end);
+      y = y.slice(0, begin, end);
+      if (dp) dp->set_gradient_sync(sync == Sync::EveryBackward || m + 1 == micro);
+      std::vector<at::Tensor> out = dp ? dp->forward({x}) : model.forward({x});
+      at::Tensor loss = at::cross_entropy_loss(out[0], y);
+      (micro > 1 ? loss / static_cast<double>(micro) : loss).backward();
+    }
     if (dp) dp->average_gradients();
     opt.step();
   }
@@ -108,22 +119,11 @@ double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("2 ranks x batch 4 reach the parameters of 1 rank x batch 8 (MLP, 5 SGD steps)",
-          "[distributed]") {
-  Model single = Model::load(fixture("mlp_b8.pt2"));
-  train(single, nullptr, 0, kGlobalBatch);
-  const std::vector<at::Tensor> expected = snapshot(single);
-
-  Rendezvous where;
-  where.world_size = 2;
-  bool tcp = false;
-  SECTION("TCPStore") {
-    tcp = true;
-    where.master_addr = "127.0.0.1";
-    where.master_port = free_port();
-  }
-  SECTION("FileStore") { where.file_path = fresh_dir() + "/store"; }
-  auto results = run_ranks<std::vector<at::Tensor>>(2, [&](int rank) {
+/// Trains 2 ranks (threads) of mlp_b4.pt2 on rows [4r, 4r + 4) of each global batch with
+/// `train(..., micro, sync)`; returns each rank's parameters and its overlapped_buckets().
+std::vector<std::pair<std::vector<at::Tensor>, int64_t>> train_two_ranks(
+    const Rendezvous& where, bool overlap, int micro = 1, Sync sync = Sync::NoSync) {
+  return run_ranks<std::pair<std::vector<at::Tensor>, int64_t>>(2, [&](int rank) {
     Model model = Model::load(fixture("mlp_b4.pt2"));
     if (rank == 1) {  // DataParallel's initial broadcast must undo this
       at::NoGradGuard g;
@@ -136,17 +136,72 @@ TEST_CASE("2 ranks x batch 4 reach the parameters of 1 rank x batch 8 (MLP, 5 SG
     ProcessGroup group = ProcessGroup::join(me, options);
     DataParallelOptions dpo;
     dpo.bucket_bytes = 2048;  // several buckets for this small MLP
+    dpo.overlap = overlap;
     DataParallel dp(model, group, dpo);
-    train(model, &dp, rank * kGlobalBatch / 2, (rank + 1) * kGlobalBatch / 2);
-    return snapshot(model);
+    train(model, &dp, rank * kGlobalBatch / 2, (rank + 1) * kGlobalBatch / 2, micro, sync);
+    return std::make_pair(snapshot(model), dp.overlapped_buckets());
   });
-  INFO((tcp ? "TCPStore" : "FileStore"));
+}
+
+TEST_CASE("2 ranks x batch 4 reach the parameters of 1 rank x batch 8 (MLP, 5 SGD steps)",
+          "[distributed]") {
+  Model single = Model::load(fixture("mlp_b8.pt2"));
+  train(single, nullptr, 0, kGlobalBatch);
+  const std::vector<at::Tensor> expected = snapshot(single);
+
+  Rendezvous where;
+  where.world_size = 2;
+  std::string store;
+  bool overlap = true;
+  SECTION("TCPStore, all-reduce overlapped with the backward") {
+    store = "TCPStore";
+    where.master_addr = "127.0.0.1";
+    where.master_port = free_port();
+  }
+  SECTION("FileStore, all-reduce overlapped with the backward") {
+    store = "FileStore";
+    where.file_path = fresh_dir() + "/store";
+  }
+  SECTION("FileStore, all-reduce after the backward") {
+    store = "FileStore";
+    overlap = false;
+    where.file_path = fresh_dir() + "/store";
+  }
+  auto results = train_two_ranks(where, overlap);
+  INFO(store << (overlap ? ", overlap" : ", no overlap"));
   for (int rank = 0; rank < 2; ++rank) {
-    REQUIRE(results[rank].size() == expected.size());
+    REQUIRE(results[rank].first.size() == expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {
       INFO("rank " << rank << " parameter " << i);
-      CHECK(max_rel_diff(results[rank][i], expected[i]) <= 1e-5);
+      CHECK(max_rel_diff(results[rank].first[i], expected[i]) <= 1e-5);
     }
+    // every step's buckets were launched by the gradient hooks during the backward
+    if (overlap) CHECK(results[rank].second > 0);
+    else CHECK(results[rank].second == 0);
+  }
+}
+
+TEST_CASE("gradient accumulation: 2 ranks x 2 micro-batches of 4 equal 1 rank x 2 of 8",
+          "[distributed]") {
+  Model single = Model::load(fixture("mlp_b8.pt2"));
+  train(single, nullptr, 0, kGlobalBatch, 2);
+  const std::vector<at::Tensor> expected = snapshot(single);
+
+  Rendezvous where;
+  where.world_size = 2;
+  where.file_path = fresh_dir() + "/store";
+  Sync sync = Sync::NoSync;
+  SECTION("set_gradient_sync(false) before all but the last backward (DDP's no_sync)") {}
+  SECTION("sync on for every backward: the first one's buckets are stale, relaunched") {
+    sync = Sync::EveryBackward;
+  }
+  auto results = train_two_ranks(where, true, 2, sync);
+  for (int rank = 0; rank < 2; ++rank) {
+    for (size_t i = 0; i < expected.size(); ++i) {
+      INFO("rank " << rank << " parameter " << i);
+      CHECK(max_rel_diff(results[rank].first[i], expected[i]) <= 1e-5);
+    }
+    CHECK(results[rank].second > 0);
   }
 }
 
@@ -205,14 +260,18 @@ TEST_CASE("DataParallel buckets cover every trainable parameter once, in reverse
   CHECK(dp.buckets().size() > 1);
 }
 
-TEST_CASE("a peer that leaves fails the survivor's all-reduce with DistributedError",
+TEST_CASE("a peer that leaves fails the survivors' all-reduce with DistributedError naming it",
           "[distributed]") {
+  int world = 2;
+  SECTION("2 ranks") {}
+  SECTION("3 ranks: the lost one is told by its stopped heartbeat") { world = 3; }
+  const int leaver = world - 1;
   Rendezvous where;
-  where.world_size = 2;
+  where.world_size = world;
   where.master_addr = "127.0.0.1";
   where.master_port = free_port();
   const auto start = std::chrono::steady_clock::now();
-  auto messages = run_ranks<std::string>(2, [&](int rank) -> std::string {
+  auto messages = run_ranks<std::string>(world, [&](int rank) -> std::string {
     Rendezvous me = where;
     me.rank = rank;
     GroupOptions options;
@@ -220,7 +279,7 @@ TEST_CASE("a peer that leaves fails the survivor's all-reduce with DistributedEr
     ProcessGroup group = ProcessGroup::join(me, options);
     std::vector<at::Tensor> t{at::ones({4})};
     group.all_reduce_sum(t, "first all-reduce");
-    if (rank == 1) return "left";  // its process group is destroyed: connections close
+    if (rank == leaver) return "left";  // its process group is destroyed: connections close
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     try {
       group.all_reduce_sum(t, "gradient all-reduce");
@@ -233,9 +292,13 @@ TEST_CASE("a peer that leaves fails the survivor's all-reduce with DistributedEr
   });
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(messages[1] == "left");
-  CHECK_THAT(messages[0], Contains("collective: pt2rt::DistributedError: rank 0: gradient "
-                                   "all-reduce failed: lost rank 1"));
+  CHECK(messages[leaver] == "left");
+  for (int rank = 0; rank < leaver; ++rank) {
+    CHECK_THAT(messages[rank],
+               Contains("collective: pt2rt::DistributedError: rank " + std::to_string(rank) +
+                        ": gradient all-reduce failed: lost rank " + std::to_string(leaver) +
+                        " ("));
+  }
   CHECK(secs < 20);
 }
 

@@ -114,7 +114,8 @@ TEST_CASE("hostile #8: a vector of 8-byte scalars off its alignment is refused",
 TEST_CASE("hostile #8: entry names outside the archive layout are refused at open",
           "[hostile][loader]") {
   for (const std::string name : {"extra/../../etc/x", "../../etc/x", "/etc/x", "extra/a\\b",
-                                 "extra/", "extra//x", "weights/./0", "junk"}) {
+                                 "extra/", "extra//x", "weights/./0", "junk", "optimizer/",
+                                 "optimizer/../x", "optimizers/0"}) {
     INFO(name);
     const Bytes zip = extra_entry_archive(name);
     CHECK_THROWS_WITH(Archive::from_bytes(zip.data(), zip.size()),
@@ -122,6 +123,8 @@ TEST_CASE("hostile #8: entry names outside the archive layout are refused at ope
   }
   const Bytes ok = extra_entry_archive("extra/model card/README.md");
   CHECK_NOTHROW(Archive::from_bytes(ok.data(), ok.size()));
+  const Bytes state = extra_entry_archive("optimizer/0");  // schema 1.3: the training state
+  CHECK_NOTHROW(Archive::from_bytes(state.data(), state.size()));
 }
 
 TEST_CASE("hostile (fuzz): a zip entry with an empty name is a FormatError", "[hostile][loader]") {

@@ -2,16 +2,21 @@
 // exported conv+BatchNorm fixture: the weights view the mapped file (no copy), the model
 // computes what a read load computes in eval and in training, an optimizer step updates the
 // mapped weights privately (the file never changes), and the bundled examples are decoded only
-// when asked for (Model::examples()), on either kind of load.
+// when asked for (Model::examples()), on either kind of load; LoadOptions::inference_only
+// loads run eval mode alike and refuse train().
 #include <ATen/ATen.h>
 #include "catch_compat.h"
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
 #include "fixtures.h"
+#include "pt2rt/archive.h"
+#include "pt2rt/errors.h"
 #include "pt2rt/model.h"
+#include "pt2rt/weights.h"
 
 using namespace pt2rt;
 using namespace pt2rt::test;
@@ -80,4 +85,38 @@ TEST_CASE("a mapped load computes what a read load does and never writes the fil
   Model fresh = Model::load(path);
   CHECK(at::equal(again.parameters()[0], fresh.parameters()[0]));
   CHECK_FALSE(at::equal(again.parameters()[0], map.parameters()[0]));
+}
+
+TEST_CASE("an inference-only load runs eval mode like a full load and refuses train()",
+          "[mapped][inference_only]") {
+  const std::string path = archive_path("cnn_bn", "default");
+  Model full = Model::load(path);
+  full.eval();
+  const std::vector<at::Tensor> x = to_tensors(load_record("cnn_bn_ref.pt").at("inputs"));
+  const std::vector<at::Tensor> want = full.forward(x);
+  for (bool map_weights : {false, true}) {
+    LoadOptions o;
+    o.map_weights = map_weights;
+    o.inference_only = true;
+    Model m = Model::load(path, c10::kCPU, o);
+    m.eval();
+    const std::vector<at::Tensor> got = m.forward(x);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(at::equal(got[i], want[i]));
+    CHECK_THROWS_WITH(m.train(), Contains("inference_only"));
+    CHECK_FALSE(m.is_training());
+  }
+
+  // Without an inference graph there is nothing to load.
+  auto train_only = std::make_shared<Program>(full.program());
+  auto& graphs = train_only->graphs;
+  graphs.erase(std::remove_if(graphs.begin(), graphs.end(),
+                              [](const Graph& g) { return g.role == GraphRole::Inference; }),
+               graphs.end());
+  const std::vector<at::Tensor> weights =
+      load_weights(Archive::open(path), *train_only, c10::kCPU);
+  CHECK_NOTHROW(Model::from_program(train_only, weights));
+  LoadOptions o;
+  o.inference_only = true;
+  CHECK_THROWS_AS(Model::from_program(train_only, weights, c10::kCPU, o), InputError);
 }

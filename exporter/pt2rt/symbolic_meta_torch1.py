@@ -1,0 +1,224 @@
+"""Symbolic-shape rules pt2rt adds to torch 1.13 for the duration of a dynamic-shape capture.
+
+torch 1.13's ``FakeTensorMode`` runs an op on tensors with symbolic sizes only through a Python
+meta function (``torch._meta_registrations.meta_table``), a Python decomposition
+(``torch._decomp.decomposition_table``) or the op's CompositeImplicitAutograd decomposition
+(torch/_subclasses/fake_tensor.py); C++ meta kernels would read concrete sizes and raise
+("couldn't find symbolic meta function/decomposition", "Cannot call sizes() on tensor with
+symbolic sizes"). ``symbolic_rules()`` adds the rules the common models need to
+``meta_table`` while a capture traces and removes them afterwards (the user's torch is left as
+it was). Each rule computes only the output's metadata (shape, dtype) with symbolic-friendly
+tensor factories; the graph keeps the original ATen op, so the runtime runs ATen's kernel.
+
+Rules (the op -> its output shapes, as ATen's kernels compute them):
+
+* ``aten.lerp.Scalar`` (BatchNorm running statistics, ``decompositions.py``): broadcast shape.
+* ``aten.convolution_backward``: grad_input like input, grad_weight like weight, grad_bias
+  ``[out_channels]`` (aten/src/ATen/native/Convolution.cpp).
+* ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
+  ``aten._adaptive_avg_pool2d_backward``: like the forward's input.
+* ``aten.native_batch_norm_backward``: like input, weight, weight.
+* ``aten.bernoulli_.float``, ``aten.div_.Tensor``, ``aten.mul_.Tensor`` (dropout's mask):
+  in place, ``self`` (an in-place op's result has its self's shape).
+
+Functions whose C++ implementation reads concrete sizes run, while a capture traces, as
+equivalent Python (``SymbolicFunctions``, a ``TorchFunctionMode``):
+
+* ``F.dropout``: ATen's ``_dropout_impl`` (aten/src/ATen/native/Dropout.cpp) — the mask is
+  ``empty_like(x).bernoulli_(1 - p)`` divided by ``1 - p`` and the result ``x * mask`` — the
+  same values and RNG draws as the static capture; identity when not training or p == 0;
+* ``F.linear`` on inputs of >= 3 dims: ATen's ``linear`` / ``matmul`` fold (``_linear``);
+* ``Tensor.__getitem__`` with basic indices (slices with int bounds, ``None``, ``...``, ints
+  on static dims): ``aten.slice.Tensor`` / ``unsqueeze`` / slice + ``squeeze``, as
+  ``applySlicing`` (torch/csrc/autograd/python_variable_indexing.cpp) computes them.
+
+An op still without a rule fails the export: ``no_symbolic_rule`` turns torch's error into an
+``ExportError`` naming the op and saying that static shapes still work.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, Iterator, Optional
+
+import torch
+
+from .errors import ExportError
+
+aten = torch.ops.aten
+
+
+def _lerp_scalar(self, end, weight):
+    shape = torch.broadcast_shapes(self.shape, end.shape)
+    return self.new_empty(shape)
+
+
+def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                          transposed, output_padding, groups, output_mask):
+    grad_input = input.new_empty(input.shape) if output_mask[0] else None
+    grad_weight = weight.new_empty(weight.shape) if output_mask[1] else None
+    grad_bias = grad_output.new_empty((grad_output.shape[1],)) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
+def _like_self(grad_output, self, *args, **kwargs):
+    return self.new_empty(self.shape)
+
+
+def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                                save_invstd, train, eps, output_mask):
+    channels = input.shape[1]
+    return (input.new_empty(input.shape) if output_mask[0] else None,
+            input.new_empty((channels,)) if output_mask[1] else None,
+            input.new_empty((channels,)) if output_mask[2] else None)
+
+
+def _in_place(self, *args, **kwargs):
+    return self
+
+
+def _rules() -> Dict[Any, Callable]:
+    return {
+        aten.bernoulli_.float: _in_place,
+        aten.div_.Tensor: _in_place,
+        aten.mul_.Tensor: _in_place,
+        aten.lerp.Scalar: _lerp_scalar,
+        aten.convolution_backward.default: _convolution_backward,
+        aten.max_pool2d_with_indices_backward.default: _like_self,
+        aten.avg_pool2d_backward.default: _like_self,
+        aten._adaptive_avg_pool2d_backward.default: _like_self,
+        aten.native_batch_norm_backward.default: _native_batch_norm_backward,
+    }
+
+
+INT64_MAX = 2 ** 63 - 1
+
+
+def _dropout(input, p=0.5, training=True, inplace=False):
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input.mul_(0) if inplace else input * 0
+    mask = torch.empty_like(input).bernoulli_(1 - p) / (1 - p)  # div_ in ATen: same values
+    return input.mul_(mask) if inplace else input * mask
+
+
+def _basic_getitem(x: torch.Tensor, index: Any) -> Any:
+    """``x[index]`` for basic indices, or NotImplemented (then torch's own runs)."""
+    idx = index if isinstance(index, tuple) else (index,)
+
+    def plain_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    for i in idx:
+        if isinstance(i, slice):
+            if not all(v is None or plain_int(v) for v in (i.start, i.stop, i.step)) \
+                    or (i.step is not None and i.step <= 0):
+                return NotImplemented
+        elif not (i is None or i is Ellipsis or plain_int(i)):
+            return NotImplemented
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        return NotImplemented
+    used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if used > x.dim():
+        return NotImplemented
+    if Ellipsis in idx:
+        k = idx.index(Ellipsis)
+        idx = idx[:k] + (slice(None),) * (x.dim() - used) + idx[k + 1:]
+    out, d = x, 0
+    for i in idx:
+        if i is None:
+            out = out.unsqueeze(d)
+            d += 1
+        elif isinstance(i, slice):
+            if i != slice(None):
+                out = aten.slice.Tensor(out, d, i.start, INT64_MAX if i.stop is None else i.stop,
+                                        1 if i.step is None else i.step)
+            d += 1
+        else:
+            size = out.shape[d]
+            if not isinstance(size, int) or not -size <= i < size:
+                return NotImplemented     # a symbolic dim, or out of range: torch's own error
+            i = i % size
+            out = aten.slice.Tensor(out, d, i, i + 1, 1).squeeze(d)
+    return out
+
+
+def _linear(input, weight, bias=None):
+    """ATen's ``linear`` (aten/src/ATen/native/Linear.cpp) for inputs of >= 3 dims: contiguous
+    3-D with bias -> ``addmm`` on the [s0 * s1, s2] view; otherwise ``matmul``'s fold
+    (``reshape(-1, in).mm(weight.t())``, viewed back) then ``+ bias``."""
+    if input.dim() == 3 and bias is not None and input.is_contiguous():
+        s0, s1, s2 = input.shape
+        out = torch.addmm(bias, input.view(s0 * s1, s2), weight.t())
+        return out.view(s0, s1, out.shape[1])
+    lead = list(input.shape[:-1])
+    out = input.reshape(-1, input.shape[-1]).mm(weight.t()).view(lead + [weight.shape[0]])
+    return out if bias is None else out + bias
+
+
+class SymbolicFunctions(torch.overrides.TorchFunctionMode):
+    """Runs ``F.dropout`` and basic ``Tensor.__getitem__`` as symbolic-friendly Python (see
+    the module docstring)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.dropout:
+            return _dropout(*args, **kwargs)
+        if func is torch.nn.functional.linear and args and args[0].dim() >= 3:
+            return _linear(*args, **kwargs)
+        if func is torch.Tensor.__getitem__ and len(args) == 2 and not kwargs:
+            out = _basic_getitem(*args)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def symbolic_rules() -> Iterator[None]:
+    """Adds pt2rt's rules to ``torch._meta_registrations.meta_table`` (not overriding torch's
+    own) for the duration of the ``with`` block."""
+    from torch._meta_registrations import meta_table
+    added = {op: fn for op, fn in _rules().items() if op not in meta_table}
+    meta_table.update(added)
+    try:
+        with SymbolicFunctions():
+            yield
+    finally:
+        for op in added:
+            if meta_table.get(op) is added[op]:
+                del meta_table[op]
+
+
+def _failing_op(e: BaseException) -> Optional[str]:
+    """The ATen op being dispatched when ``e`` was raised (innermost frame with an OpOverload
+    ``func``), else the torch function being called (innermost ``__torch_function__``'s
+    ``func``, e.g. ``Tensor.__getitem__``), if any."""
+    tb, op, fn = e.__traceback__, None, None
+    while tb is not None:
+        func = tb.tb_frame.f_locals.get("func")
+        if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            op = str(func)
+        elif tb.tb_frame.f_code.co_name == "__torch_function__" and callable(func):
+            name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+            fn = name.replace("_TensorBase.", "Tensor.").replace("_VariableFunctionsClass.",
+                                                                 "torch.")
+        tb = tb.tb_next
+    return op or fn
+
+
+_MARKERS = ("couldn't find symbolic meta function", "on tensor with symbolic sizes",
+            "Cannot call sizes()", "Cannot call strides()", "Cannot call numel()",
+            "Trying to extract a concrete int out of a symbolic int", "SymIntNode")
+
+
+def no_symbolic_rule(e: BaseException, model: torch.nn.Module, what: str) -> None:
+    """Raises an ExportError naming the op if ``e`` is torch's "no symbolic rule" error of a
+    symbolic trace; returns otherwise."""
+    text = str(e)
+    if not any(m in text for m in _MARKERS):
+        return
+    name = _failing_op(e) or "an operator"
+    raise ExportError(f"pt2rt.export: dynamic_shapes: {name} has no symbolic-shape rule on "
+                      f"torch {torch.__version__} (tracing {type(model).__name__}, {what}: "
+                      f"{text.splitlines()[0] if text else type(e).__name__}); the model can "
+                      "still be exported with static shapes (dynamic_shapes=None)") from e
