@@ -42,8 +42,10 @@ constexpr const char* kUsage =
 bool verbose = false;
 
 int fail(const std::string& command, const std::string& message) {
-  std::cerr << "export-cli" << (command.empty() ? "" : " " + command) << ": error: "
-            << (verbose ? message : pt2rt::cli::one_line(message)) << std::endl;
+  // One string, one write: the ranks of `train --nproc-per-node` share this stderr.
+  std::cerr << "export-cli" + (command.empty() ? "" : " " + command) + ": error: " +
+                   (verbose ? message : pt2rt::cli::one_line(message)) + "\n"
+            << std::flush;
   return pt2rt::cli::kExitUsage;
 }
 

@@ -11,6 +11,9 @@ namespace pt2rt::cli {
 namespace {
 
 /// Validates UTF-8 incrementally; escapes what a terminal could interpret as a control.
+/// The filtered bytes of each call are handed on in one `sputn`, so a line written with one
+/// `<<` reaches an unbuffered stderr as one write(2): several processes sharing a pipe (the
+/// ranks of `train --nproc-per-node`) interleave whole pieces, not single characters.
 class SafeBuf final : public std::streambuf {
  public:
   explicit SafeBuf(std::streambuf* out) : out_(out) {}
@@ -18,20 +21,24 @@ class SafeBuf final : public std::streambuf {
   /// Writes `seq` as is (after any pending bytes).
   void raw(const char* seq) {
     flush_pending();
+    emit();
     out_->sputn(seq, static_cast<std::streamsize>(std::char_traits<char>::length(seq)));
   }
 
  protected:
   int overflow(int ch) override {
     if (ch != traits_type::eof()) put(static_cast<unsigned char>(ch));
+    emit();
     return ch == traits_type::eof() ? 0 : ch;
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
     for (std::streamsize i = 0; i < n; ++i) put(static_cast<unsigned char>(s[i]));
+    emit();
     return n;
   }
   int sync() override {
     flush_pending();
+    emit();
     return out_->pubsync();
   }
 
@@ -39,7 +46,13 @@ class SafeBuf final : public std::streambuf {
   void escape(unsigned char c) {
     char buf[8];
     std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-    out_->sputn(buf, 4);
+    staged_.append(buf, 4);
+  }
+  /// Hands the staged bytes to the wrapped buffer in one call.
+  void emit() {
+    if (staged_.empty()) return;
+    out_->sputn(staged_.data(), static_cast<std::streamsize>(staged_.size()));
+    staged_.clear();
   }
   void flush_pending() {
     for (size_t i = 0; i < pending_len_; ++i) escape(pending_[i]);
@@ -55,7 +68,7 @@ class SafeBuf final : public std::streambuf {
       flush_pending();  // truncated sequence: escape its bytes, then look at c afresh
     }
     if (c < 0x80) {
-      if (c >= 0x20 || c == '\n' || c == '\t') out_->sputc(static_cast<char>(c));
+      if (c >= 0x20 || c == '\n' || c == '\t') staged_.push_back(static_cast<char>(c));
       else escape(c);
       return;
     }
@@ -75,7 +88,7 @@ class SafeBuf final : public std::streambuf {
     const bool valid = cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) &&
                        !(cp >= 0x80 && cp <= 0x9f);  // C1 controls (CSI, OSC ...)
     if (valid) {
-      out_->sputn(reinterpret_cast<const char*>(pending_), static_cast<std::streamsize>(pending_len_));
+      staged_.append(reinterpret_cast<const char*>(pending_), pending_len_);
       pending_len_ = need_ = 0;
     } else {
       flush_pending();
@@ -83,6 +96,7 @@ class SafeBuf final : public std::streambuf {
   }
 
   std::streambuf* out_;
+  std::string staged_;  // filtered bytes of the current call, not yet handed on
   unsigned char pending_[4] = {};
   size_t pending_len_ = 0;
   size_t need_ = 0;
