@@ -89,6 +89,42 @@ def _run_partitioner(fn, gm: fx.GraphModule, num_fwd: int, num_out: int):
         p113._size_of = table_size_of
 
 
+def _joint_order_of_saved(joint_gm: fx.GraphModule, fw: fx.GraphModule, bw: fx.GraphModule,
+                          num_fwd: int) -> None:
+    """Puts the saved values in the joint graph's node order, in place: the forward's outputs
+    after the first ``num_fwd`` and, in the slots they occupy, the backward's placeholders.
+
+    functorch 1.13's partitioners collect saved values in Python sets of ``fx.Node`` (hashed by
+    object identity), so their order, and with it ``Saved(k)`` numbering and the archive's
+    bytes, changed from one export of the same model to the next. torch 2.x's partitioners
+    already order them (and label them), so this runs only for 1.13. Values, graphs and
+    descriptors are unchanged; only the numbering k of ``Saved(k)`` becomes reproducible.
+    """
+    out = _output_node(fw)
+    flat = list(out.args[0]) if len(out.args) == 1 and isinstance(out.args[0], (tuple, list)) \
+        else None
+    if flat is None or len(flat) != len(_outputs(fw)):  # not a flat tuple: leave it alone
+        return
+    position = {n.name: i for i, n in enumerate(joint_gm.graph.nodes)}
+    saved = flat[num_fwd:]
+    if not all(isinstance(n, fx.Node) for n in saved):
+        return  # partition() names the non-node value
+    ordered = sorted(saved, key=lambda n: (position.get(n.name, len(position)), n.name))
+    out.args = (type(out.args[0])(flat[:num_fwd] + ordered),)
+    rank = {n.name: k for k, n in enumerate(ordered)}
+    placeholders = [n for n in bw.graph.nodes if n.op == "placeholder"]
+    slots = [i for i, n in enumerate(placeholders) if n.name in rank]
+    by_k = sorted((placeholders[i] for i in slots), key=lambda n: rank[n.name])
+    for i, node in zip(slots, by_k):
+        placeholders[i] = node
+    for node in reversed(placeholders):  # each moved to the front: the list's order results
+        first = next(iter(bw.graph.nodes))
+        if node is not first:
+            first.prepend(node)
+    fw.recompile()
+    bw.recompile()
+
+
 def _size_of(meta) -> int:
     """Bytes of a tensor from its ``tensor_meta`` (any dtype)."""
     n = torch.empty((), dtype=meta.dtype).element_size()
@@ -125,10 +161,12 @@ def partition(joint: CapturedJoint, partitioner: str = "default"
     with torch.no_grad():
         fw, bw = _run_partitioner(fn, gm, nf, len(jg.outputs))
 
+    labels = _output_node(fw).meta.get("desc")  # torch 2.x: the partitioner's descriptors
+    if labels is None:
+        _joint_order_of_saved(jg.module, fw, bw, nf)
     fw_ph = [n for n in fw.graph.nodes if n.op == "placeholder"]
     fw_in = [joint_inputs[n.name] for n in fw_ph]
     fw_outs = _outputs(fw)
-    labels = _output_node(fw).meta.get("desc")  # torch 2.x: the partitioner's descriptors
     if labels is not None:
         if len(labels) != len(fw_outs) or [aot_descriptors.output_descriptor(d)
                                            for d in labels[:nf]] != list(jg.outputs[:nf]):

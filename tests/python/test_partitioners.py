@@ -1,6 +1,7 @@
 """min_cut_rematerialization_partition saves no more activations than default_partition."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from pt2rt.descriptors import OutputKind
@@ -35,3 +36,19 @@ def test_saved_stats_agree_with_fx_graph(exports):
             numel *= d
         nbytes += numel * torch.empty((), dtype=info.dtype).element_size()
     assert stats["bytes"] == nbytes
+
+
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_saved_value_order_is_reproducible(partitioner):
+    """Two exports of the same model give identical programs: functorch 1.13's partitioners
+    collect saved values in sets of fx.Node (identity hashing), so partition() puts them in
+    the joint graph's order (else Saved(k) numbering, and the archive bytes, varied)."""
+    import pt2rt
+    from models import build
+
+    programs = []
+    for _ in range(2):
+        model, args = build("cnn_bn")
+        programs.append(pt2rt.export(model, args, bundle_examples=False,
+                                     partitioner=partitioner).program_bytes)
+    assert programs[0] == programs[1]
