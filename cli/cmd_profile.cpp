@@ -11,7 +11,8 @@
 // node rows summed per op overload. The header line gives the median call, the median
 // interpreted time (the plan segments' spans, in which the nodes ran) and the nodes' share of
 // it; the rest of a call is binding, autograd and handing outputs out. The table shows the
-// top K rows of each (--top 0: all).
+// top K rows of each (--top 0: all); a `*` after the graph marks a node of the cached
+// weight-only prologue (it runs when a weight changed, e.g. in the first call).
 //
 // --json prints {"model", "mode", "iters", "warmup", "measured_us", "interpreted_us",
 // "nodes_us", "per_call": [{"wall_us", "interpreted_us", "nodes_us"}], "plans": [{"graph",
@@ -113,15 +114,22 @@ void print_table(const std::string& path, bool train, const std::vector<CallTime
             << std::setw(30) << "output" << std::right << std::setw(7) << "calls"
             << std::setw(11) << "total ms" << std::setw(11) << "mean us" << std::setw(8)
             << "share" << "\n";
+  bool any_prologue = false;
   for (size_t i = 0; i < shown(node_rows.size()); ++i) {
     const NodeRow& r = node_rows[i];
-    std::cout << std::left << std::setw(10) << to_string(r.graph) << std::right << std::setw(5)
+    any_prologue = any_prologue || r.prologue;
+    std::cout << std::left << std::setw(10)
+              << (std::string(to_string(r.graph)) + (r.prologue ? "*" : "")) << std::right
+              << std::setw(5)
               << r.node << "  " << std::left << std::setw(24) << cell(r.name, 23) << std::setw(28)
               << cell(r.op, 27) << std::setw(30) << cell(r.outputs, 29) << std::right
               << std::setw(7) << r.calls << std::setw(11) << std::setprecision(3)
               << r.total_us / 1000.0 << std::setw(11) << std::setprecision(1)
               << r.total_us / static_cast<double>(r.calls) << std::setw(7) << share(r.total_us)
               << "%\n";
+  }
+  if (any_prologue) {
+    std::cout << "* a weight-only node of the cached prologue: runs when a weight changed\n";
   }
   const std::vector<OpRow> op_rows = profile.op_rows();
   std::cout << "\noperators (" << shown(op_rows.size()) << " of " << op_rows.size()

@@ -5,23 +5,8 @@
 #
 #   cmake -DEXPORT_CLI=<export-cli> -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo>
 #         [-DEXCLUDE_DIR=<pt2rt's own build dir>] [-DGENERATOR=Ninja] -P run_subdirectory_test.cmake
-foreach(var EXPORT_CLI WORK_DIR SOURCE_DIR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "run_subdirectory_test.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-if(NOT DEFINED GENERATOR)
-  set(GENERATOR Ninja)
-endif()
-
-function(run_step name)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  message(STATUS "[${name}] ${out}${err}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "consumer test: step '${name}' failed (exit ${rc})")
-  endif()
-  set(LAST_OUTPUT "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/consumer_steps.cmake)
+require_arguments(run_subdirectory_test.cmake EXPORT_CLI WORK_DIR SOURCE_DIR)
 
 # The source tree's files newer than `stamp`, less pt2rt's own build dirs and what concurrent
 # pytest runs write (__pycache__, .pytest_cache).

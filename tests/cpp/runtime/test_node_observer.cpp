@@ -103,8 +103,7 @@ void check_spans(const Recorder& r) {
 
 TEST_CASE("node observer: every inference node once per call, in plan order",
           "[node_observer]") {
-  Record ref = load_record("mlp_ref.pt");
-  const std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  const std::vector<at::Tensor> x = to_tensors(load_record("mlp_ref.pt").at("inputs"));
   Model m = Model::load(archive_path("mlp", "default"));
   m.eval();
   const ExecutionPlan& plan = *model_state(m).inference->plan;
@@ -139,8 +138,7 @@ TEST_CASE("node observer: every inference node once per call, in plan order",
 
 TEST_CASE("node observer: training forward and backward nodes, once per call each",
           "[node_observer]") {
-  Record ref = load_record("mlp_ref.pt");
-  const std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  const std::vector<at::Tensor> x = to_tensors(load_record("mlp_ref.pt").at("inputs"));
   Model m = Model::load(archive_path("mlp", "default"));
   m.train();
   Recorder r;
