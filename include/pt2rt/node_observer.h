@@ -53,8 +53,9 @@ struct NodeEvent {
   const Operator& op() const { return program.operators[graph.nodes[node].op]; }
 };
 
-/// Receives the interpreter's node events (see the file comment). Methods must not throw:
-/// an exception from them propagates out of the model call that ran the node.
+/// Receives the interpreter's node events (see the file comment). Methods should not throw:
+/// an exception from one propagates out of the model call that ran the node, as a kernel's
+/// would (unwrapped, not as an ExecutionError).
 class NodeObserver {
  public:
   virtual ~NodeObserver() = default;
