@@ -9,7 +9,10 @@
 //                  (copying each prebuilt stack, as a call consumes it)
 //      eager       the same ops through LibTorch's typed C++ API (at::add, at::mul, at::relu)
 //      model       Model::forward in eval mode (input checks + binding + plan)
-//    all under c10::InferenceMode. Reported: ns per node, and plan/bare, plan/eager ratios.
+//      observed    ExecutionPlan::run with a no-op NodeObserver installed (pt2rt/node_observer.h:
+//                  what export-cli profile's timing adds per node)
+//    all under c10::InferenceMode. Reported: ns per node, plan/bare, plan/eager ratios, and
+//    the observation cost per node (observed - plan).
 // 2. For each archive given: the inference, forward and backward plans of its graphs on
 //    its bundled example inputs (or zeros of the graph's input metadata), plan vs bare.
 //
@@ -33,12 +36,17 @@
 #include "plan.h"
 #include "program_builder.h"
 #include "pt2rt/model.h"
+#include "pt2rt/node_observer.h"
 
 using namespace pt2rt;
 using namespace pt2rt::test;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+struct NoOpObserver : NodeObserver {
+  void on_node(const NodeEvent&) override {}
+};
 
 struct Timing {
   double min_ns = 0, median_ns = 0;
@@ -142,19 +150,27 @@ void chain_benchmark(int nodes, int iters) {
           }
         }
       },
-      [&] { model.forward({x}); }});
+      [&] { model.forward({x}); },
+      [&] {
+        NoOpObserver observer;
+        ScopedNodeObserver observing(observer);
+        plan.run(in);
+      }});
 
   std::printf("tiny-tensor chain: %d nodes (add/mul/relu on float32[4]), %d interleaved runs, "
               "1 thread\n", nodes, iters);
   std::printf("  %-34s %14s %14s\n", "", "min ns/node", "median ns/node");
   const char* names[] = {"pt2rt plan (ExecutionPlan::run)", "bare callBoxed, prebuilt stacks",
-                         "eager LibTorch (typed at:: calls)", "Model::forward (eval)"};
+                         "eager LibTorch (typed at:: calls)", "Model::forward (eval)",
+                         "plan with a no-op NodeObserver"};
   for (size_t i = 0; i < t.size(); ++i) {
     std::printf("  %-34s %14.1f %14.1f\n", names[i], t[i].min_ns / nodes, t[i].median_ns / nodes);
   }
   std::printf("  interpreter overhead per node (min): %.1f ns (plan - bare); plan/bare %.2fx, "
               "plan/eager %.2fx\n", (t[0].min_ns - t[1].min_ns) / nodes,
               t[0].min_ns / t[1].min_ns, t[0].min_ns / t[2].min_ns);
+  std::printf("  observation cost per node (min): %.1f ns (observed - plan)\n",
+              (t[4].min_ns - t[0].min_ns) / nodes);
 }
 
 std::vector<c10::IValue> example_inputs(const ModelState& s, const CompiledGraph& g) {

@@ -1,15 +1,42 @@
 // runtime/interpreter.cpp — running an ExecutionPlan (see plan.h) and wrapping kernel errors.
 #include <c10/util/Exception.h>
 
+#include <chrono>
 #include <sstream>
 
 #include "allocation_cap.h"
 #include "plan.h"
 #include "pt2rt/errors.h"
+#include "pt2rt/node_observer.h"
 #include "result_check.h"
 #include "tensor_format.h"
 
 namespace pt2rt {
+namespace {
+
+/// The observed form of the interpreter loop: instructions [begin, end) of `list`, each
+/// timed with what `execute` does (the kernel call and the releases after it) and reported,
+/// then the whole range (pt2rt/node_observer.h).
+template <typename Execute>
+void run_observed(NodeObserver& observer, const Program& program, const Graph& graph,
+                  const std::vector<Instruction>& list, uint32_t begin, uint32_t end,
+                  bool prologue, Execute&& execute) {
+  using Clock = std::chrono::steady_clock;
+  auto ns = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  };
+  const auto plan_nodes = static_cast<uint32_t>(list.size());
+  const Clock::time_point range_start = Clock::now();
+  for (uint32_t i = begin; i < end; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    execute(list[i]);
+    const int64_t elapsed = ns(Clock::now() - t0);
+    observer.on_node(NodeEvent{program, graph, list[i].node, i, plan_nodes, prologue, elapsed});
+  }
+  observer.on_range(graph, end - begin, prologue, ns(Clock::now() - range_start));
+}
+
+}  // namespace
 
 void ExecutionPlan::push_arguments(const Instruction& ins, const std::vector<c10::IValue>& slots,
                                    torch::jit::Stack& stack) {
@@ -72,7 +99,13 @@ void ExecutionPlan::fill_cached(Frame& frame) const {
         tmp.slots.resize(graph_->values.size());
         tmp.stack.reserve(max_stack_);
         for (ValueId v : prologue_input_slots_) tmp.slots[v] = frame.slots[v];
-        for (const Instruction& ins : prologue_) execute(ins, tmp);
+        if (NodeObserver* observer = installed_node_observer()) {
+          run_observed(*observer, *program_, *graph_, prologue_, 0,
+                       static_cast<uint32_t>(prologue_.size()), true,
+                       [&](const Instruction& ins) { execute(ins, tmp); });
+        } else {
+          for (const Instruction& ins : prologue_) execute(ins, tmp);
+        }
         WeightCache::Values out;
         out.reserve(cached_slots_.size());
         for (ValueId v : cached_slots_) out.push_back(tmp.slots[v]);
@@ -125,7 +158,12 @@ void ExecutionPlan::execute(const Instruction& ins, Frame& frame) const {
 
 void ExecutionPlan::run_segment(Frame& frame, std::vector<c10::IValue>& outputs) const {
   const Segment& seg = segments_[frame.next_segment++];
-  for (uint32_t i = seg.begin; i < seg.end; ++i) execute(instructions_[i], frame);
+  if (NodeObserver* observer = installed_node_observer()) {  // the one load per segment
+    run_observed(*observer, *program_, *graph_, instructions_, seg.begin, seg.end, false,
+                 [&](const Instruction& ins) { execute(ins, frame); });
+  } else {
+    for (uint32_t i = seg.begin; i < seg.end; ++i) execute(instructions_[i], frame);
+  }
   frame.stack.clear();
   for (const Delivery& d : seg.deliveries) {
     if (d.move) outputs[d.output] = std::move(frame.slots[d.slot]);

@@ -4,23 +4,8 @@
 #
 #   cmake -DPT2RT_BUILD_DIR=<build> -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo>
 #         [-DGENERATOR=Ninja] -P run_consumer_test.cmake
-foreach(var PT2RT_BUILD_DIR WORK_DIR SOURCE_DIR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "run_consumer_test.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-if(NOT DEFINED GENERATOR)
-  set(GENERATOR Ninja)
-endif()
-
-function(run_step name)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  message(STATUS "[${name}] ${out}${err}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "consumer test: step '${name}' failed (exit ${rc})")
-  endif()
-  set(LAST_OUTPUT "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/consumer_steps.cmake)
+require_arguments(run_consumer_test.cmake PT2RT_BUILD_DIR WORK_DIR SOURCE_DIR)
 
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
