@@ -12,6 +12,7 @@
 #include "assert_close.h"
 #include "catch_compat.h"
 #include "fixtures.h"
+#include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/model.h"
 #include "pt2rt/signature.h"
@@ -26,9 +27,14 @@ std::string fixture(const std::string& file) {
   return std::string(dir && *dir ? dir : PT2RT_SIGNATURE_FIXTURES_DIR) + "/" + file;
 }
 
-Record reference() {
+/// Eager PyTorch's inputs and eval-mode outputs (reference.pt): batch 4, or `suffix` "_7".
+struct Reference {
+  std::vector<at::Tensor> inputs, outputs;
+};
+Reference reference(const std::string& suffix = "") {
   const char* dir = std::getenv("PT2RT_SIGNATURE_FIXTURES");
-  return load_record_in(dir && *dir ? dir : PT2RT_SIGNATURE_FIXTURES_DIR, "reference.pt");
+  Record r = load_record_in(dir && *dir ? dir : PT2RT_SIGNATURE_FIXTURES_DIR, "reference.pt");
+  return {to_tensors(r.at("inputs" + suffix)), to_tensors(r.at("outputs" + suffix))};
 }
 
 const std::vector<std::string> kOutputNames = {"['logits']", "['hidden'][0]", "['hidden'][1]"};
@@ -108,9 +114,7 @@ TEST_CASE("signature: symbolic dims and ranges of a dynamic export", "[signature
   CHECK(sig.outputs[2].sizes[0].max == 64);
 
   // The named forward at another batch size inside the range, against eager PyTorch.
-  Record ref = reference();
-  auto inputs = to_tensors(ref.at("inputs_7"));
-  auto expected = to_tensors(ref.at("outputs_7"));
+  const auto [inputs, expected] = reference("_7");
   NamedTensors out = m.forward({}, {{"scale", inputs[1]}, {"x", inputs[0]}});
   REQUIRE(out.size() == 3);
   for (size_t i = 0; i < 3; ++i) {
@@ -125,9 +129,7 @@ TEST_CASE("signature: symbolic dims and ranges of a dynamic export", "[signature
 
 TEST_CASE("named forward equals positional forward and eager PyTorch", "[signature]") {
   Model m = Model::load(fixture("kwargs_dict.pt2"));
-  Record ref = reference();
-  auto inputs = to_tensors(ref.at("inputs"));
-  auto expected = to_tensors(ref.at("outputs"));
+  const auto [inputs, expected] = reference();
   const std::vector<at::Tensor> positional = m.forward(inputs);
   const NamedTensors keyword = m.forward({inputs[0]}, {{"scale", inputs[1]}});
   const NamedTensors all_named = m.forward({}, {{"scale", inputs[1]}, {"x", inputs[0]}});
@@ -170,9 +172,7 @@ TEST_CASE("named forward: unknown, missing and repeated names are one InputError
 
 TEST_CASE("example_inputs: a bundled example's inputs as tensors", "[signature]") {
   Model m = Model::load(fixture("kwargs_dict.pt2"));
-  Record ref = reference();
-  auto inputs = to_tensors(ref.at("inputs"));
-  auto expected = to_tensors(ref.at("outputs"));
+  const auto [inputs, expected] = reference();
   const std::vector<at::Tensor> ex = m.example_inputs();
   REQUIRE(ex.size() == 2);
   CHECK(at::equal(ex[0], inputs[0]));
@@ -189,9 +189,7 @@ TEST_CASE("example_inputs: a bundled example's inputs as tensors", "[signature]"
 
 TEST_CASE("to(device): weights move in place, parameters keep their identity", "[signature]") {
   Model m = Model::load(fixture("kwargs_dict.pt2"));
-  Record ref = reference();
-  auto inputs = to_tensors(ref.at("inputs"));
-  auto expected = to_tensors(ref.at("outputs"));
+  const auto [inputs, expected] = reference();
   const std::vector<at::Tensor> params = m.parameters();
   torch::optim::SGD opt(params, torch::optim::SGDOptions(0.1));
 
@@ -234,9 +232,7 @@ TEST_CASE("an archive of schema 1.3 loads and runs; its outputs are named positi
   REQUIRE(sig.outputs.size() == 3);
   for (size_t i = 0; i < 3; ++i) CHECK(sig.outputs[i].name == "[" + std::to_string(i) + "]");
   CHECK(sig.inputs[1].name == "scale");
-  Record ref = reference();
-  auto inputs = to_tensors(ref.at("inputs"));
-  auto expected = to_tensors(ref.at("outputs"));
+  const auto [inputs, expected] = reference();
   const NamedTensors out = m.forward({inputs[0]}, {{"scale", inputs[1]}});
   REQUIRE(out.size() == 3);
   CHECK(out[1].first == "[1]");
