@@ -5,7 +5,10 @@
 #include <ATen/ATen.h>
 #include <torch/optim/sgd.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -84,6 +87,14 @@ TEST_CASE("signature: names, dtypes and shapes of a kwargs + dict-output model",
   CHECK(sig.input_index("nope") == -1);
   CHECK(m.program().output_names == kOutputNames);
   CHECK(m.program().schema_minor == kSchemaMinor);
+  // Model::save rewrites program.fb (references dropped): the names stay.
+  const std::string saved = (std::filesystem::temp_directory_path() /
+                             ("pt2rt-signature-" + std::to_string(::getpid()) + ".pt2")).string();
+  m.save(saved);
+  const Model reloaded = Model::load(saved);
+  std::filesystem::remove(saved);
+  CHECK(reloaded.program().output_names == kOutputNames);
+  CHECK(reloaded.signature().outputs[2].name == kOutputNames[2]);
 }
 
 TEST_CASE("signature: symbolic dims and ranges of a dynamic export", "[signature]") {
