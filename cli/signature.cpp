@@ -1,10 +1,7 @@
-// cli/signature.cpp — user inputs/outputs by descriptor, readable shapes, weight counts.
+// cli/signature.cpp — user inputs/outputs by descriptor, weight counts.
 #include "signature.h"
 
 #include <algorithm>
-#include <sstream>
-
-#include "tensor_io.h"
 
 namespace pt2rt::cli {
 namespace {
@@ -20,41 +17,7 @@ UserValue user_value(const Graph& graph, int64_t index, int64_t value_id) {
   return v;
 }
 
-const char* binary_op(SymOp op) {
-  switch (op) {
-    case SymOp::Add:
-      return " + ";
-    case SymOp::Sub:
-      return " - ";
-    case SymOp::Mul:
-      return "*";
-    case SymOp::FloorDiv:
-      return " // ";
-    case SymOp::Mod:
-      return " % ";
-    case SymOp::Eq:
-      return " == ";
-    case SymOp::Ne:
-      return " != ";
-    case SymOp::Lt:
-      return " < ";
-    case SymOp::Le:
-      return " <= ";
-    case SymOp::Gt:
-      return " > ";
-    case SymOp::Ge:
-      return " >= ";
-    default:
-      return nullptr;
-  }
-}
-
 }  // namespace
-
-const Graph* signature_graph(const Program& program) {
-  if (const Graph* g = program.graph(GraphRole::Inference)) return g;
-  return program.graph(GraphRole::Forward);
-}
 
 std::vector<UserValue> user_inputs(const Graph& graph) {
   std::vector<UserValue> out;
@@ -76,43 +39,6 @@ std::vector<UserValue> user_outputs(const Graph& graph) {
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.index < b.index; });
   return out;
-}
-
-std::string sym_expr_string(const SymExpr& expr, const Program& program) {
-  switch (expr.op) {
-    case SymOp::Const:
-      return std::to_string(expr.value);
-    case SymOp::Symbol:
-      return expr.symbol < program.symbols.size() ? program.symbols[expr.symbol].name
-                                                  : "s?" + std::to_string(expr.symbol);
-    case SymOp::Neg:
-      return "-" + (expr.operands.empty() ? "?" : sym_expr_string(expr.operands[0], program));
-    default:
-      break;
-  }
-  std::vector<std::string> parts;
-  for (const auto& operand : expr.operands) parts.push_back(sym_expr_string(operand, program));
-  if (const char* op = binary_op(expr.op); op != nullptr && parts.size() == 2) {
-    return "(" + parts[0] + op + parts[1] + ")";
-  }
-  std::string name = expr.op == SymOp::Max ? "max" : expr.op == SymOp::Min ? "min" : "ceildiv";
-  std::string out = name + "(";
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
-  return out + ")";
-}
-
-std::string dim_string(const Dim& dim, const Program& program) {
-  return dim.is_static() ? std::to_string(dim.value) : sym_expr_string(*dim.expr, program);
-}
-
-std::string meta_string(const TensorMeta& meta, const Program& program) {
-  std::ostringstream out;
-  out << dtype_name(meta.dtype) << "[";
-  for (size_t i = 0; i < meta.sizes.size(); ++i) {
-    out << (i ? ", " : "") << dim_string(meta.sizes[i], program);
-  }
-  out << "]";
-  return out.str();
 }
 
 WeightCounts count_weights(const Program& program) {

@@ -1,6 +1,6 @@
-// cli/signature.h — the user-facing calling convention of a Program, read from its
-// descriptors (never from positions): user inputs Plain(i), user outputs Plain(i),
-// parameter/buffer counts; and readable forms of shapes (static or symbolic).
+// cli/signature.h — what export-cli reads of a Program's calling convention beyond
+// pt2rt/signature.h (the library's signature, shape printer and dtype names): the graph values
+// of the user inputs/outputs (by descriptor, never by position), parameter/buffer counts.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pt2rt/program.h"
+#include "pt2rt/signature.h"  // signature_graph, meta_string, dim_string, sym_expr_string
 
 namespace pt2rt::cli {
 
@@ -19,20 +20,9 @@ struct UserValue {
   const TensorMeta* meta = nullptr;  ///< nullptr for non-tensor values or None outputs
 };
 
-/// The graph that defines the signature: the inference graph, else the forward graph,
-/// else nullptr (an archive with no runnable graph).
-const Graph* signature_graph(const Program& program);
-
 /// Plain(i) inputs / outputs of `graph`, sorted by i.
 std::vector<UserValue> user_inputs(const Graph& graph);
 std::vector<UserValue> user_outputs(const Graph& graph);
-
-/// "s0", "2*s0", "(s0 + 1)"; an expression over Program::symbols.
-std::string sym_expr_string(const SymExpr& expr, const Program& program);
-/// A size: the number when static, else its expression.
-std::string dim_string(const Dim& dim, const Program& program);
-/// "float32[32, 1, 8, 8]" or "float32[s0, 10]".
-std::string meta_string(const TensorMeta& meta, const Program& program);
 
 /// Element counts of parameters (all, trainable) — from Program::weights.
 struct WeightCounts {

@@ -188,52 +188,6 @@ void save_tensor_dict(const std::string& path,
   write_bytes(path, pickle_save_plain(dict));
 }
 
-at::Tensor to_tensor(const TensorData& data) {
-  at::Tensor t = at::empty(data.sizes, at::TensorOptions().dtype(data.dtype));
-  const uint64_t expected = static_cast<uint64_t>(t.numel()) * t.element_size();
-  if (expected != data.data.size()) {
-    std::ostringstream msg;
-    msg << "bundled tensor " << dtype_name(data.dtype) << t.sizes() << " holds " << data.data.size()
-        << " bytes, expected " << expected;
-    throw FormatError(msg.str());
-  }
-  if (expected > 0) std::memcpy(t.data_ptr(), data.data.data(), expected);
-  return t;
-}
-
-std::string dtype_name(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Byte:
-      return "uint8";
-    case c10::ScalarType::Char:
-      return "int8";
-    case c10::ScalarType::Short:
-      return "int16";
-    case c10::ScalarType::Int:
-      return "int32";
-    case c10::ScalarType::Long:
-      return "int64";
-    case c10::ScalarType::Half:
-      return "float16";
-    case c10::ScalarType::Float:
-      return "float32";
-    case c10::ScalarType::Double:
-      return "float64";
-    case c10::ScalarType::ComplexHalf:
-      return "complex32";
-    case c10::ScalarType::ComplexFloat:
-      return "complex64";
-    case c10::ScalarType::ComplexDouble:
-      return "complex128";
-    case c10::ScalarType::Bool:
-      return "bool";
-    case c10::ScalarType::BFloat16:
-      return "bfloat16";
-    default:
-      return c10::toString(dtype);
-  }
-}
-
 std::string describe(const at::Tensor& tensor, bool with_device) {
   if (!tensor.defined()) return "None";
   std::ostringstream out;

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "pt2rt/program.h"
+#include "pt2rt/signature.h"
+#include "pt2rt/weights.h"
 
 namespace pt2rt::cli {
 
@@ -48,11 +50,10 @@ void save_tensor_dict(const std::string& path,
                       const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
 /// A tensor bundled in program.fb (examples, references) as a new CPU tensor.
-/// @throws pt2rt::FormatError when the byte count disagrees with dtype × sizes.
-at::Tensor to_tensor(const TensorData& data);
+using pt2rt::to_tensor;  // pt2rt/weights.h
 
 /// torch's dtype name without the "torch." prefix: "float32", "int64", "bool".
-std::string dtype_name(c10::ScalarType dtype);
+using pt2rt::dtype_name;  // pt2rt/signature.h
 
 /// "float32[32, 1, 8, 8]" (plus " on cuda:0" when not on CPU and `with_device`).
 std::string describe(const at::Tensor& tensor, bool with_device = false);

@@ -143,6 +143,11 @@ class Converter {
         out.metadata.emplace(str(kv->key()), str(kv->value()));
       }
     }
+    if (const auto* names = p.output_names()) {
+      for (const auto* n : *names) {
+        out.output_names.push_back(str(n));
+      }
+    }
     return out;
   }
 

@@ -51,6 +51,9 @@ bool checked_nbytes(int64_t numel, c10::ScalarType dtype, uint64_t* out) {
 
 namespace {
 
+/// Program::output_names: each at most this long (as other names shown in messages).
+constexpr size_t kMaxOutputNameBytes = 256;
+
 std::string join(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -80,6 +83,7 @@ class Validator {
     for (const Graph& g : p_.graphs) check_graph(g);
     check_pairing();
     check_examples();
+    check_output_names();
   }
 
  private:
@@ -529,6 +533,36 @@ class Validator {
     if (s.projections.size() > kGradSketchMaxProjections) {
       fail(what + ": " + std::to_string(s.projections.size()) + " projections, at most " +
            std::to_string(kGradSketchMaxProjections));
+    }
+  }
+
+  /// Program::output_names (schema 1.4): none (older archives), or one per Plain output of the
+  /// graph that defines the signature (inference, else forward), each a short line of text.
+  void check_output_names() {
+    where_.clear();
+    if (p_.output_names.empty()) return;
+    const Graph* g = p_.graph(GraphRole::Inference);
+    if (g == nullptr) g = p_.graph(GraphRole::Forward);
+    size_t outputs = 0;
+    if (g != nullptr) {
+      for (const GraphOutput& o : g->outputs) outputs += o.descriptor.kind == OutputKind::Plain;
+    }
+    if (p_.output_names.size() != outputs) {
+      fail(std::to_string(p_.output_names.size()) + " output names for " +
+           std::to_string(outputs) + " user outputs");
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < p_.output_names.size(); ++i) {
+      const std::string& n = p_.output_names[i];
+      const std::string what = "output name " + std::to_string(i);
+      if (n.empty() || n.size() > kMaxOutputNameBytes) {
+        fail(what + " is " + std::to_string(n.size()) + " bytes long (1 to " +
+             std::to_string(kMaxOutputNameBytes) + " allowed)");
+      }
+      for (unsigned char c : n) {
+        if (c < 0x20 || c == 0x7f) fail(what + " holds a control character");
+      }
+      if (!seen.insert(n).second) fail(what + " '" + n + "' is used twice");
     }
   }
 

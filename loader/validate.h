@@ -24,7 +24,9 @@ namespace pt2rt {
 ///  * weights: FQNs and entry names unique, entries under weights/, sizes/strides/offset
 ///    non-negative, numel and storage numel without overflow, byte_length ==
 ///    element size × storage numel; requires_grad only on floating/complex dtypes;
-///  * examples: tensor data sizes match dtype × numel.
+///  * examples: tensor data sizes match dtype × numel;
+///  * output names (schema 1.4): none, or one per user output, 1..256 bytes, no control
+///    characters, all different.
 /// @throws FormatError ("program.fb: graph 'forward', node 3 'relu': ...") on the first problem.
 void validate_program(const Program& program);
 

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <cstring>
 #include <string>
 
 #include "pt2rt/constants.h"
@@ -99,6 +100,20 @@ void save_weights(const std::string& path, const Archive& source, const Program&
                             {bytes.back().data_ptr(), program.weights[i].byte_length}});
   }
   write_archive_copy(path, source, replacements, options);
+}
+
+at::Tensor to_tensor(const TensorData& data) {
+  int64_t numel = 0;
+  uint64_t expected = 0;
+  if (!checked_numel(data.sizes, &numel) || !checked_nbytes(numel, data.dtype, &expected) ||
+      expected != data.data.size()) {
+    throw FormatError("bundled tensor of dtype " + std::string(c10::toString(data.dtype)) +
+                      " and " + std::to_string(data.sizes.size()) + " dims holds " +
+                      std::to_string(data.data.size()) + " bytes, not dtype size x numel");
+  }
+  at::Tensor t = at::empty(data.sizes, at::TensorOptions().dtype(data.dtype));
+  if (expected > 0) std::memcpy(t.data_ptr(), data.data.data(), expected);
+  return t;
 }
 
 }  // namespace pt2rt

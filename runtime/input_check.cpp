@@ -38,7 +38,7 @@ void check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
     const Value& v = graph.values[graph.inputs[bindings.user_input_positions[i]].value];
     const at::Tensor& t = inputs[i];
     auto expected = [&] {
-      return v.meta ? describe_meta(*v.meta, program) + " on " + device.str() : "a tensor";
+      return v.meta ? meta_string(*v.meta, program) + " on " + device.str() : "a tensor";
     };
     auto prefix = [&] {
       return "input " + std::to_string(i) + " (" + v.name + "): expected " + expected();
@@ -122,7 +122,7 @@ void bind_symbols(const std::vector<at::Tensor>& inputs, const Program& program,
       std::optional<int64_t> want = eval_sym(*dim.expr, syms);
       const int64_t size = inputs[i].size(static_cast<int64_t>(d));
       if (!want || *want != size) {
-        throw InputError(where(i, d) + ": expected " + describe_sym_expr(*dim.expr, program) +
+        throw InputError(where(i, d) + ": expected " + sym_expr_string(*dim.expr, program) +
                          (want ? " = " + std::to_string(*want) : std::string()) + ", got " +
                          std::to_string(size));
       }

@@ -13,6 +13,7 @@
 #include "pt2rt/errors.h"
 #include "pt2rt/mapped_file.h"
 #include "pt2rt/mapped_weights.h"
+#include "pt2rt/text.h"
 #include "pt2rt/weights.h"
 
 namespace pt2rt {
@@ -102,22 +103,113 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
   return run_plain(s, *s.inference, inputs);
 }
 
+NamedTensors Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs) const {
+  const Signature& sig = impl_->state->signature;
+  const size_t n = sig.inputs.size();
+  auto names = [&] {
+    std::string all;
+    for (const TensorSpec& in : sig.inputs) all += (all.empty() ? "" : ", ") + quoted(in.name);
+    return all.empty() ? std::string("no inputs") : "inputs " + all;
+  };
+  if (args.size() > n) {
+    throw InputError(std::to_string(args.size()) + " positional inputs for a model that takes " +
+                     std::to_string(n) + " (" + names() + ")");
+  }
+  std::vector<at::Tensor> inputs(args);
+  inputs.resize(n);
+  std::vector<bool> given(n, false);
+  std::fill(given.begin(), given.begin() + static_cast<std::ptrdiff_t>(args.size()), true);
+  std::string unknown, twice, missing;
+  for (const auto& [name, tensor] : kwargs) {
+    const int64_t i = sig.input_index(name);
+    std::string& list = i < 0 ? unknown : given[static_cast<size_t>(i)] ? twice : missing;
+    if (&list != &missing) {
+      list += (list.empty() ? "" : ", ") + quoted(name);
+      continue;
+    }
+    inputs[static_cast<size_t>(i)] = tensor;
+    given[static_cast<size_t>(i)] = true;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!given[i]) missing += (missing.empty() ? "" : ", ") + quoted(sig.inputs[i].name);
+  }
+  if (!unknown.empty() || !twice.empty() || !missing.empty()) {
+    std::string msg;
+    auto add = [&](const std::string& what, const std::string& list) {
+      if (!list.empty()) msg += (msg.empty() ? "" : "; ") + what + list;
+    };
+    add("unknown input name(s) ", unknown);
+    add("input(s) given twice ", twice);
+    add("missing input(s) ", missing);
+    throw InputError(msg + " (the model takes " + names() + ")");
+  }
+  std::vector<at::Tensor> outputs = forward(inputs);
+  NamedTensors named;
+  named.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    named.emplace_back(i < sig.outputs.size() ? sig.outputs[i].name : positional_output_name(i),
+                       std::move(outputs[i]));
+  }
+  return named;
+}
+
+const Signature& Model::signature() const { return impl_->state->signature; }
+
+std::vector<at::Tensor> Model::example_inputs(size_t i) const {
+  const std::vector<Example> all = examples();
+  if (all.empty()) {
+    throw InputError("the archive bundles no example (exported with bundle_examples=False)");
+  }
+  if (i >= all.size()) {
+    throw InputError("example " + std::to_string(i) + " requested; the archive bundles " +
+                     std::to_string(all.size()) + " (0 to " + std::to_string(all.size() - 1) +
+                     ")");
+  }
+  std::vector<at::Tensor> inputs;
+  for (const TensorData& data : all[i].inputs) inputs.push_back(to_tensor(data).to(device()));
+  return inputs;
+}
+
+void Model::to(c10::Device device) {
+  const std::shared_ptr<ModelState> old = impl_->state;
+  if (device == old->device) return;  // as torch::nn::Module::to: nothing to move
+  if (device.is_cuda() && !at::hasCUDA()) {
+    throw InputError("Model::to(" + device.str() + "): this LibTorch has no CUDA");
+  }
+  std::vector<at::Tensor> weights = old->weights;
+  {
+    c10::AutoGradMode no_grad(false);
+    // torch::nn::Module::to: the same tensors, their data moved (optimizers keep them).
+    for (at::Tensor& w : weights) {
+      if (w.device() == device) continue;
+      at::Tensor grad = w.grad();
+      w.set_data(w.to(device));
+      if (grad.defined()) w.mutable_grad() = grad.to(device);
+    }
+  }
+  auto state = compile_model(old->program, std::move(weights), device, old->options,
+                             old->archive_bytes);
+  state->archive = old->archive;
+  state->archive_limits = old->archive_limits;
+  impl_->state = std::move(state);
+}
+
 std::vector<at::Tensor> Model::parameters() const {
   std::vector<at::Tensor> result;
   for (size_t w : impl_->state->parameter_weights) result.push_back(impl_->state->weights[w]);
   return result;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> Model::named_parameters() const {
+NamedTensors Model::named_parameters() const {
   const ModelState& s = *impl_->state;
-  std::vector<std::pair<std::string, at::Tensor>> result;
+  NamedTensors result;
   for (size_t w : s.parameter_weights) result.emplace_back(s.program->weights[w].fqn, s.weights[w]);
   return result;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> Model::named_buffers() const {
+NamedTensors Model::named_buffers() const {
   const ModelState& s = *impl_->state;
-  std::vector<std::pair<std::string, at::Tensor>> result;
+  NamedTensors result;
   for (size_t w : s.buffer_weights) result.emplace_back(s.program->weights[w].fqn, s.weights[w]);
   return result;
 }

@@ -130,6 +130,9 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   auto state = std::make_shared<ModelState>();
   state->program = program;
   state->device = device;
+  state->signature = program_signature(*program);
+  state->options = options;
+  state->archive_bytes = archive_bytes;
   state->weights = std::move(weights);
   state->weight_parameter.assign(program->weights.size(), -1);
   for (size_t i = 0; i < program->weights.size(); ++i) {

@@ -20,6 +20,7 @@
 #include "pt2rt/load_options.h"
 #include "training_plans.h"
 #include "pt2rt/program.h"
+#include "pt2rt/signature.h"
 
 namespace pt2rt {
 
@@ -49,6 +50,11 @@ struct ModelState {
   ArchiveLimits archive_limits;
   /// Training forward/backward plans per set of needed gradients (built on first use).
   TrainingPlans training_plans;
+  /// The user inputs/outputs (Model::signature()), from `program`.
+  Signature signature;
+  /// What compile_model was called with (Model::to compiles the plans again with them).
+  LoadOptions options;
+  uint64_t archive_bytes = 0;
   /// A 0-dim float tensor on `device`: the gradient every backward segment passes to the
   /// next (backward_chain.h). Never written.
   at::Tensor continuation;

@@ -19,14 +19,15 @@ import torch
 
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .dynamic import DerivedDim, Dim
-from .errors import CaptureError, ExportError, ExportTypeError, FormatError
+from .errors import CaptureError, ExportError, ExportTypeError, FormatError, InputError
 from .graph_ir import CapturedProgram, DescribedGraph, GraphRole
 from .program_ir import Program
 from .reader import LoadedArchive, load
 from .version import __version__
 
 __all__ = ["export", "load", "Dim", "ExportedArchive", "LoadedArchive", "ExportError",
-           "ExportTypeError", "CaptureError", "FormatError", "GraphRole", "InputDescriptor",
+           "ExportTypeError", "CaptureError", "FormatError", "InputError", "GraphRole",
+           "InputDescriptor",
            "OutputDescriptor", "InputKind", "OutputKind", "__version__"]
 
 

@@ -196,7 +196,8 @@ def read_program(buf: bytes) -> Program:
             range_constraints=_vec(p, "RangeConstraints",
                                    lambda r: RangeConstraint(r.Symbol(), r.Min(), r.Max())),
             examples=_vec(p, "Examples", _example),
-            metadata=dict(_vec(p, "Metadata", lambda kv: (_s(kv.Key()), _s(kv.Value())))))
+            metadata=dict(_vec(p, "Metadata", lambda kv: (_s(kv.Key()), _s(kv.Value())))),
+            output_names=_vec(p, "OutputNames", _s))
     except FormatError:
         raise
     except Exception as e:  # flatbuffers raises struct.error / IndexError / ValueError

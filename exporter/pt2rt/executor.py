@@ -3,7 +3,8 @@
 The check of the format before any C++ exists, and a debugging tool after. Each node's op is
 looked up as ``torch.ops.<namespace>.<name>.<overload or "default">``; arguments are converted
 back to Python values (positional in order, kwarg_only by name; omitted trailing arguments take
-the schema defaults of the running torch); ``prim::getitem`` indexes a TensorList value.
+the schema defaults of the running torch); ``prim::getitem`` indexes a TensorList value and
+``sym::`` ops (dynamic shapes) compute on Python ints.
 Graph inputs and outputs are bound by descriptor, never by position.
 
 Errors: ``ExecutionError`` names the node (FX name, op, module), each tensor argument's dtype,
@@ -11,6 +12,7 @@ shape and device, and the stack trace recorded at export.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Dict, List, Mapping, Optional
 
 import torch
@@ -24,8 +26,22 @@ class ExecutionError(RuntimeError):
     """A node of a stored graph failed; the message names the node and its arguments."""
 
 
+# pt2rt's own SymInt ops (lower.py; C++: runtime/native_ops.cpp) on Python ints: the size
+# queries and arithmetic of dynamic-shape archives.
+SYM_KERNELS = {
+    "sym::size": lambda t, d: t.size(d), "sym::stride": lambda t, d: t.stride(d),
+    "sym::numel": lambda t: t.numel(), "sym::storage_offset": lambda t: t.storage_offset(),
+    "sym::add": operator.add, "sym::sub": operator.sub, "sym::mul": operator.mul,
+    "sym::floordiv": operator.floordiv, "sym::mod": operator.mod, "sym::neg": operator.neg,
+    "sym::max": max, "sym::min": min,
+}
+
+
 def resolve_op(op: Operator):
-    """The torch op overload for ``op``, or raises ExecutionError naming it."""
+    """The torch op overload (or pt2rt ``sym::`` kernel) for ``op``, or raises
+    ExecutionError naming it."""
+    if op.name in SYM_KERNELS:
+        return SYM_KERNELS[op.name]
     ns, _, name = op.name.partition("::")
     try:
         packet = getattr(getattr(torch.ops, ns), name)

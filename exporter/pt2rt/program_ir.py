@@ -265,6 +265,8 @@ class Program:
     range_constraints: List[RangeConstraint] = field(default_factory=list)
     examples: List[Example] = field(default_factory=list)
     metadata: Dict[str, str] = field(default_factory=dict)
+    # schema 1.4: one name per user output (output_names.py); empty in older archives
+    output_names: List[str] = field(default_factory=list)
 
     def graph(self, role: GraphRole) -> Optional[Graph]:
         return next((g for g in self.graphs if g.role == role), None)

@@ -5,11 +5,20 @@ files and the bundled examples, and offers:
 
 * ``run_graph(role, {descriptor: tensor})`` — the generic entry: any stored graph, inputs and
   outputs bound by descriptor; Param/Buffer/Constant inputs default to the archive's weights;
-* ``run_inference(*inputs)`` — the inference graph; returns the user outputs;
-* ``run_forward(*inputs)`` / ``run_backward(saved, grad_outputs)`` — the training graphs;
-* ``train_step(*inputs, grad_outputs=None)`` — forward + backward, as one eager training
-  forward and ``autograd.grad`` would give: outputs, gradients by FQN (user inputs as
-  ``"input:<i>"``), buffers after the step (InputMutation values applied).
+* ``run_inference(*args, **kwargs)`` — the inference graph; returns the user outputs;
+* ``run_forward(*args, **kwargs)`` / ``run_backward(saved, grad_outputs)`` — the training
+  graphs;
+* ``train_step(*args, grad_outputs=None, **kwargs)`` — forward + backward, as one eager
+  training forward and ``autograd.grad`` would give: outputs, gradients by FQN (user inputs
+  as ``"input:<i>"``), buffers after the step (InputMutation values applied);
+* ``signature`` (``signature.py``): names, dtypes and shapes (symbolic dims with their
+  ranges) of the user inputs and outputs; ``named_outputs(outputs)`` pairs outputs with their
+  names (``Program.output_names``).
+
+The conveniences take their inputs like the original ``forward``: positionally and/or by
+keyword (``forward()``'s parameter names), and check them against the signature before any
+graph runs (``signature.InputError`` naming the input: unknown, missing or repeated names,
+dtype, rank, a static size, a dynamic dim outside its range), as the C++ runtime does.
 """
 from __future__ import annotations
 
@@ -26,6 +35,7 @@ from .errors import FormatError
 from .executor import GraphRunner
 from .graph_ir import GraphRole, WeightKind
 from .program_ir import GradSketch, Graph, Program, TensorData, Weight
+from .signature import Signature, signature
 
 TensorMap = Dict[str, torch.Tensor]
 
@@ -125,6 +135,7 @@ class LoadedArchive:
         names = self.program.metadata.get("input_names", "")
         self.input_names: List[str] = names.split(",") if names else []
         self.runners_: Dict[GraphRole, GraphRunner] = {}
+        self.signature: Signature = signature(self.program)
 
     # -- graphs -------------------------------------------------------------------------
     def graph(self, role: GraphRole) -> Graph:
@@ -165,10 +176,29 @@ class LoadedArchive:
         plain = sorted((d.idx, t) for d, t in outs.items() if d.kind is OutputKind.Plain)
         return [t for _, t in plain]
 
-    def run_inference(self, *inputs: torch.Tensor) -> List[Optional[torch.Tensor]]:
+    def user_inputs(self, args: Sequence[torch.Tensor], kwargs: Mapping[str, torch.Tensor]
+                    ) -> List[torch.Tensor]:
+        """``forward``-style arguments -> the checked flat user inputs (``Plain(i)`` order).
+
+        Raises:
+            signature.InputError: naming the input (see the module docstring).
+        """
+        inputs = self.signature.bind(args, kwargs)
+        self.signature.check(inputs)
+        return inputs
+
+    def named_outputs(self, outputs: Sequence[Optional[torch.Tensor]]
+                      ) -> Dict[str, Optional[torch.Tensor]]:
+        """User outputs keyed by their names (``['logits']``, ``[1]``, ``output``)."""
+        return {spec.name: t for spec, t in zip(self.signature.outputs, outputs)}
+
+    def run_inference(self, *args: torch.Tensor, **kwargs: torch.Tensor
+                      ) -> List[Optional[torch.Tensor]]:
+        inputs = self.user_inputs(args, kwargs)
         return self._user_outputs(self.run_graph(GraphRole.Inference, self._plain(inputs)))
 
-    def run_forward(self, *inputs: torch.Tensor) -> ForwardResult:
+    def run_forward(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> ForwardResult:
+        inputs = self.user_inputs(args, kwargs)
         outs = self.run_graph(GraphRole.Forward, self._plain(inputs))
         return ForwardResult(
             outputs=self._user_outputs(outs),
@@ -203,12 +233,12 @@ class LoadedArchive:
                 out[key] = t
         return out
 
-    def train_step(self, *inputs: torch.Tensor,
+    def train_step(self, *args: torch.Tensor,
                    grad_outputs: Optional[Sequence[Optional[torch.Tensor]]] = None,
-                   apply_buffers: bool = False) -> TrainStep:
+                   apply_buffers: bool = False, **kwargs: torch.Tensor) -> TrainStep:
         """One training forward + backward. ``grad_outputs`` default: ones for every
         differentiable output. ``apply_buffers``: also store the new buffers in ``weights``."""
-        fwd = self.run_forward(*inputs)
+        fwd = self.run_forward(*args, **kwargs)
         if grad_outputs is None:
             tangents = {gi.descriptor.output.idx for gi in self.graph(GraphRole.Backward).inputs
                         if gi.descriptor.kind is InputKind.Tangent}

@@ -19,10 +19,11 @@ import flatbuffers
 import torch
 
 from . import constants, dtypes
-from .descriptors import InputDescriptor, OutputDescriptor
+from .descriptors import InputDescriptor, OutputDescriptor, OutputKind
 from .fbs_gen import ensure_bindings
-from .graph_ir import CapturedProgram, WeightSpec
+from .graph_ir import CapturedProgram, GraphRole, WeightSpec
 from .lower import OpTable, lower_graph
+from .output_names import output_names
 from .program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Example, GradSketch, Graph,
                          Node, Producer, Program, SymExpr, TensorData, TensorMeta, Value, Weight)
 from .version import __version__
@@ -307,9 +308,12 @@ class _Writer:
         metadata = self.offsets([self.table("KeyValue", Key=self.string(k),
                                             Value=self.string(v))
                                  for k, v in sorted(p.metadata.items())])
+        names = (self.offsets([self.string(n) for n in p.output_names]) if p.output_names
+                 else None)  # absent, as archives before 1.4 have it
         root = self.table("Program", SchemaVersion=version, Producer=producer, Operators=ops,
                           Graphs=graphs, Weights=weights, Symbols=symbols,
-                          RangeConstraints=ranges, Examples=examples, Metadata=metadata)
+                          RangeConstraints=ranges, Examples=examples, Metadata=metadata,
+                          OutputNames=names)
         self.b.Finish(root, file_identifier=constants.PROGRAM_IDENTIFIER.encode())
         return bytes(self.b.Output())
 
@@ -375,8 +379,17 @@ def build_program(captured: CapturedProgram, examples: Sequence[Example] = ()
         metadata.setdefault("output_spec", str(captured.signature.out_spec))
     program = Program(schema_major=constants.SCHEMA_MAJOR, schema_minor=constants.SCHEMA_MINOR,
                       producer=producer, operators=ops.operators, graphs=graphs, weights=weights,
-                      examples=list(examples), metadata=metadata)
+                      examples=list(examples), metadata=metadata,
+                      output_names=output_names(captured.signature.out_spec,
+                                                _num_user_outputs(graphs)))
     if captured.symbols:
         program.symbols = captured.symbols.symbols()
         program.range_constraints = captured.symbols.range_constraints()
     return program, blobs
+
+
+def _num_user_outputs(graphs: Sequence[Graph]) -> int:
+    """Plain outputs of the graph that defines the signature (inference, else forward)."""
+    by_role = {g.role: g for g in graphs}
+    g = by_role.get(GraphRole.Inference, by_role.get(GraphRole.Forward))
+    return 0 if g is None else sum(o.descriptor.kind is OutputKind.Plain for o in g.outputs)

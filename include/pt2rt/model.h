@@ -30,11 +30,16 @@
 
 #include "pt2rt/load_options.h"
 #include "pt2rt/program.h"
+#include "pt2rt/signature.h"
 
 namespace pt2rt {
 
 class Archive;
 struct ModelState;  // runtime-internal
+
+/// Name/tensor pairs, in order: the keyword inputs of Model::forward(args, kwargs) and its
+/// named outputs (as named_parameters()).
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 class Model {
  public:
@@ -73,11 +78,46 @@ class Model {
   /// @throws ExecutionError: a kernel failed (node, op, argument metas, export stack trace).
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs) const;
 
+  /// Runs the model on inputs given like the original Python `forward`: `args` positionally
+  /// (the first inputs, in forward() order), `kwargs` by forward()'s parameter names — as
+  /// TorchScript's `Module::forward(std::vector<IValue>, const Kwargs&)`
+  /// (torch/csrc/api/include/torch/jit.h; https://pytorch.org/cppdocs/) and torch.export's
+  /// `ExportedProgram.module()(*args, **kwargs)`. signature().inputs gives the names.
+  /// Returns every user output with its name (signature().outputs: `['logits']`, `[1]`,
+  /// `output`; forward()'s dict keys and tuple positions kept), in output order.
+  /// Example: `m.forward({x}, {{"mask", mask}})`, or all by name: `m.forward({}, {{"x", x},
+  /// {"mask", mask}})`.
+  /// @throws InputError listing every unknown name, name given twice (also positionally),
+  ///   and missing input, with the names the model takes; then as forward(inputs).
+  /// @throws ExecutionError as forward(inputs).
+  NamedTensors forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs) const;
+
+  /// The user inputs and outputs: names, dtypes, shapes with symbolic dims and their ranges
+  /// (pt2rt/signature.h; ExecuTorch's `Module::method_meta("forward")`). Computed at load;
+  /// the reference stays valid as long as the Model (to() keeps it).
+  const Signature& signature() const;
+
+  /// The inputs of bundled example `i` (pt2rt.export's `bundle_examples`, the BundledProgram
+  /// analogue) as new tensors on device(), in forward() order: `m.forward(m.example_inputs())`
+  /// runs the example the archive was verified with. Reads the examples from the archive.
+  /// @throws InputError when the archive bundles no example or `i` is out of range (both
+  ///   counts named). @throws FormatError as examples().
+  std::vector<at::Tensor> example_inputs(size_t i = 0) const;
+
+  /// Moves every parameter and buffer to `device` without reading the archive again, as
+  /// LibTorch's `torch::nn::Module::to(device)`: each weight keeps its identity (Tensor::
+  /// set_data), so optimizers built on parameters() keep working; existing `.grad()`s move
+  /// too. The plans are rebuilt for `device` (device arguments retargeted, meta-device checks
+  /// rerun). Not to be called while a backward through this model is pending.
+  /// @throws InputError when `device` is CUDA and this LibTorch has no CUDA; FormatError /
+  ///   OpResolutionError as load (the plans are checked again).
+  void to(c10::Device device);
+
   /// Parameters in the export's named_parameters() order (all of them, frozen ones with
   /// requires_grad=false included), as shared leaf tensors: optimizers update them in place.
   std::vector<at::Tensor> parameters() const;
-  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
-  std::vector<std::pair<std::string, at::Tensor>> named_buffers() const;
+  NamedTensors named_parameters() const;
+  NamedTensors named_buffers() const;
 
   /// Switches between training (forward/backward graphs) and eval (inference graph).
   /// @throws Error when `on` and the archive has no forward graph (exported with train=False).

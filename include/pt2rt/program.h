@@ -314,6 +314,12 @@ struct Program {
   std::vector<RangeConstraint> range_constraints;
   std::vector<Example> examples;
   std::map<std::string, std::string> metadata;
+  /// One name per user output, Plain(i) order (schema 1.4): forward()'s return value as a
+  /// pytree path written like torch.utils._pytree.keystr ("['logits']", "[1]"), "output" for
+  /// a single tensor. Empty for archives before 1.4 (pt2rt/signature.h then names the outputs
+  /// positionally, "[i]"). Validated: as many as user outputs, 1..256 bytes without control
+  /// characters, all different.
+  std::vector<std::string> output_names;
 
   /// The graph with this role, or nullptr when the archive has none.
   const Graph* graph(GraphRole role) const;

@@ -39,6 +39,12 @@ std::vector<at::Tensor> load_weights(const Archive& archive, const Program& prog
 /// @throws InputError when `value`'s dtype or sizes differ from `info`'s.
 at::Tensor weight_entry_bytes(const WeightInfo& info, const at::Tensor& value);
 
+/// A tensor bundled in program.fb (Example inputs, eager references: contiguous, row-major,
+/// little-endian) as a new contiguous CPU tensor of its dtype and sizes, owned by the caller.
+/// @throws FormatError when the byte count is not dtype size × numel (decode_program checks
+///   it for every bundled tensor it decoded, so this is for hand-made TensorData).
+at::Tensor to_tensor(const TensorData& data);
+
 /// Model::save's archive step: writes a copy of `source` at `path` in which every
 /// `program.weights[i].entry` holds `weights[i]` (weight_entry_bytes) and program.fb has
 /// its example references dropped (drop_example_references); other entries are copied.

@@ -18,10 +18,12 @@
 #include <utility>
 #include <vector>
 
+#include "pt2rt/model.h"
+
 namespace pt2rt::test {
 
 using Record = std::map<std::string, c10::IValue>;
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+using pt2rt::NamedTensors;  // pt2rt/model.h
 
 /// The fixture directory (see above): archives, models.txt, torch_version.
 std::string fixtures_dir();
