@@ -56,7 +56,8 @@ ArchiveFacts read_archive_facts(const std::string& path, const Archive& archive)
 }
 
 std::vector<SizePart> size_breakdown(const ArchiveFacts& facts, const Program& program) {
-  uint64_t weights = 0, program_fb = 0, optimizer = 0, extra = 0, other = 0, stored = 0;
+  uint64_t weights = 0, program_fb = 0, optimizer = 0, extra = 0, versions = 0, other = 0;
+  uint64_t stored = 0;
   for (const auto& e : facts.entries) {
     const uint64_t n = e.compressed_size;
     stored += n;
@@ -68,8 +69,10 @@ std::vector<SizePart> size_breakdown(const ArchiveFacts& facts, const Program& p
       optimizer += n;
     } else if (starts_with(e.name, kExtraPrefix)) {
       extra += n;
+    } else if (e.name == kArchiveFormatEntry || e.name == kArchiveVersionEntry) {
+      versions += n;
     } else {
-      other += n;  // archive_format, archive_version, unknown entries
+      other += n;
     }
   }
   std::vector<SizePart> parts = {{kWeightsPrefix, weights}, {kProgramEntry, program_fb}};
@@ -78,6 +81,7 @@ std::vector<SizePart> size_breakdown(const ArchiveFacts& facts, const Program& p
   }
   if (optimizer) parts.push_back({std::string(kOptimizerPrefix) + " (training state)", optimizer});
   if (extra) parts.push_back({kExtraPrefix, extra});
+  if (versions) parts.push_back({"format and version", versions});
   if (other) parts.push_back({"other entries", other});
   if (facts.file_bytes > stored) parts.push_back({"zip structure", facts.file_bytes - stored});
   return parts;

@@ -28,17 +28,18 @@ ArchiveFacts read_archive_facts(const std::string& path, const Archive& archive)
 
 /// One part of an archive's bytes.
 struct SizePart {
-  std::string name;  ///< "weights/", "program.fb", "bundled examples", "optimizer/", ...
+  std::string name;  ///< "weights/", "program.fb", "bundled examples", "zip structure", ...
   uint64_t bytes = 0;
   bool within_program = false;  ///< a share of program.fb (the bundled examples), not a sum part
 };
 
 /// Where the bytes of the file go: `weights/` entries, `program.fb` (and within it the
 /// bundled examples' tensors: their inputs and references as decoded, a lower bound of what
-/// they take in the FlatBuffer), the training state `optimizer/`, `extra/` files, other
-/// entries, and the zip structure (local headers, alignment padding, central directory: the
-/// file size less the entries' stored bytes). Parts with no bytes are left out, except
-/// weights/ and program.fb. The parts that are not `within_program` sum to file_bytes.
+/// they take in the FlatBuffer), the training state `optimizer/`, `extra/` files, the entries
+/// archive_format and archive_version, other entries, and the zip structure (local headers,
+/// alignment padding, central directory: the file size less the entries' stored bytes). Parts with
+/// no bytes are left out, except weights/ and program.fb. The parts that are not `within_program`
+/// sum to file_bytes.
 std::vector<SizePart> size_breakdown(const ArchiveFacts& facts, const Program& program);
 
 /// "812 B", "21.3 KiB", "44.9 MiB", "1.2 GiB".
