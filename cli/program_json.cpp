@@ -100,6 +100,19 @@ ordered_json examples_json(const Program& program) {
   return examples;
 }
 
+/// GraphInput or GraphOutput list: value_json of each plus its "descriptor".
+template <typename GraphIO>
+ordered_json graph_io_json(const Program& program, const Graph& graph,
+                           const std::vector<GraphIO>& ios) {
+  ordered_json out = ordered_json::array();
+  for (const auto& io : ios) {
+    ordered_json j = value_json(program, graph, static_cast<int64_t>(io.value));
+    j["descriptor"] = descriptor_json(io.descriptor);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 }  // namespace
 
 ordered_json shape_json(const TensorMeta& meta, const Program& program) {
@@ -134,18 +147,12 @@ ordered_json value_json(const Program& program, const Graph& graph, int64_t id) 
 
 ordered_json descriptor_json(const InputDescriptor& d) {
   ordered_json j = {{"kind", to_string(d.kind)}};
-  switch (d.kind) {
-    case InputKind::Param:
-    case InputKind::Buffer:
-    case InputKind::Constant:
-      j["fqn"] = d.fqn;
-      break;
-    case InputKind::Tangent:
-      if (d.output) j["output"] = descriptor_json(*d.output);
-      break;
-    default:
-      add_index_fields(j, d);
-      break;
+  if (d.kind == InputKind::Param || d.kind == InputKind::Buffer || d.kind == InputKind::Constant) {
+    j["fqn"] = d.fqn;
+  } else if (d.kind == InputKind::Tangent) {
+    if (d.output) j["output"] = descriptor_json(*d.output);
+  } else {
+    add_index_fields(j, d);
   }
   j["repr"] = d.to_string();
   return j;
@@ -153,14 +160,10 @@ ordered_json descriptor_json(const InputDescriptor& d) {
 
 ordered_json descriptor_json(const OutputDescriptor& d) {
   ordered_json j = {{"kind", to_string(d.kind)}};
-  switch (d.kind) {
-    case OutputKind::Grad:
-    case OutputKind::InputMutation:
-      if (d.of) j["of"] = descriptor_json(*d.of);
-      break;
-    default:
-      add_index_fields(j, d);
-      break;
+  if (d.kind == OutputKind::Grad || d.kind == OutputKind::InputMutation) {
+    if (d.of) j["of"] = descriptor_json(*d.of);
+  } else {
+    add_index_fields(j, d);
   }
   j["repr"] = d.to_string();
   return j;
@@ -173,23 +176,11 @@ ordered_json op_histogram_json(const Program& program, const Graph& graph) {
 }
 
 ordered_json graph_inputs_json(const Program& program, const Graph& graph) {
-  ordered_json inputs = ordered_json::array();
-  for (const auto& in : graph.inputs) {
-    ordered_json j = value_json(program, graph, static_cast<int64_t>(in.value));
-    j["descriptor"] = descriptor_json(in.descriptor);
-    inputs.push_back(std::move(j));
-  }
-  return inputs;
+  return graph_io_json(program, graph, graph.inputs);
 }
 
 ordered_json graph_outputs_json(const Program& program, const Graph& graph) {
-  ordered_json outputs = ordered_json::array();
-  for (const auto& o : graph.outputs) {
-    ordered_json j = value_json(program, graph, o.value);
-    j["descriptor"] = descriptor_json(o.descriptor);
-    outputs.push_back(std::move(j));
-  }
-  return outputs;
+  return graph_io_json(program, graph, graph.outputs);
 }
 
 ordered_json summary_json(const ArchiveFacts& facts, const Program& program) {
