@@ -187,8 +187,8 @@ void print_sizes(std::ostream& out, const ArchiveFacts& facts, const Program& pr
     std::ostringstream line;
     line << (part.within_program ? "    " : "  ") << std::left
          << std::setw(part.within_program ? 26 : 28) << part.name << std::right << std::setw(10)
-         << human_bytes(part.bytes) << "  "
-         << (part.within_program ? "of program.fb" : percent(part.bytes, facts.file_bytes));
+         << human_bytes(part.bytes) << "  " << std::setw(6) << percent(part.bytes, facts.file_bytes)
+         << (part.within_program ? "  (in program.fb)" : "");
     out << line.str() << "\n";
   }
 }
