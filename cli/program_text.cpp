@@ -115,8 +115,10 @@ std::string node_line(const Program& program, const Graph& graph, const Node& no
   return out.str();
 }
 
-/// Metadata values longer than this are cut in the summary (`--json` has them whole).
+/// Metadata values longer than this are cut in the summary, and keys past the first
+/// kMetadataKeys left out (`--json` has them all, whole).
 constexpr size_t kMetadataWidth = 100;
+constexpr size_t kMetadataKeys = 16;
 
 std::string cut(const std::string& text, size_t width) {
   if (text.size() <= width) return text;
@@ -218,7 +220,12 @@ void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& 
   print_examples(out, program);
   if (!program.metadata.empty()) {
     out << "metadata:\n";
+    size_t shown = 0;
     for (const auto& [k, v] : program.metadata) {
+      if (shown++ == kMetadataKeys) {
+        out << "  ... " << program.metadata.size() - kMetadataKeys << " more (--json lists all)\n";
+        break;
+      }
       out << "  " << k << ": " << cut(v, kMetadataWidth) << "\n";
     }
   }

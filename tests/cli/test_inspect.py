@@ -212,3 +212,21 @@ def test_missing_graph_role(cli, archives, tmp_path):
     cli.usage_error("inspect", path, "--graph", "forward", "--json", mentions=["forward"])
     out = cli.ok("inspect", path).out
     assert "  inference: " in out and "  forward: " not in out
+
+
+def test_summary_cuts_long_metadata(cli, tmp_path):
+    """Metadata is the archive's: long values are cut and many keys left to --json."""
+    from pt2rt.serialize import write_program
+    model, args = __import__("models").build("mlp")
+    exported = pt2rt.export(model, args, train=False)
+    exported.program.metadata.update({f"key{i:02d}": "v" * 300 for i in range(40)})
+    exported.program_bytes = write_program(exported.program)
+    path = tmp_path / "meta.pt2"
+    exported.save(str(path))
+    out = cli.ok("inspect", path).out
+    meta = json.loads(cli.ok("inspect", path, "--json").out)["metadata"]
+    assert meta["key39"] == "v" * 300 and len(meta) > 40
+    assert "  key00: " + "v" * 100 + "... (300 bytes)\n" in out
+    assert f"  ... {len(meta) - 16} more (--json lists all)\n" in out
+    assert "key39" not in out
+    assert len(out.splitlines()) < 45, out
