@@ -14,8 +14,9 @@ namespace pt2rt::cli {
 /// The summary, a screenful for any model: archive and schema versions, producer; the
 /// signature (user inputs and outputs with name, dtype and shape — symbolic dims by name —
 /// and the range constraints); parameter and buffer counts and bytes; each graph's node count
-/// and its inputs and outputs counted by descriptor kind; bundled examples; metadata (the first 16
-/// keys, values cut at 100 bytes); where the archive's bytes go (size_breakdown). No node is listed.
+/// and its inputs and outputs counted by descriptor kind; bundled examples; metadata (the
+/// first 16 keys, values cut at 100 bytes); where the archive's bytes go (size_breakdown).
+/// No node is listed.
 void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& program);
 
 /// One graph in full: its inputs with type and descriptor, one line per node
