@@ -1,6 +1,9 @@
-// export-cli inspect — what is in a model.pt2: versions, producer, signature, weights,
-// range constraints, bundled examples, and per graph the op histogram and the inputs and
-// outputs with their descriptors. Reads only the archive and its Program IR (no kernels).
+// export-cli inspect — what is in a model.pt2. By default a concise summary (program_text.h):
+// versions, producer, the signature with symbolic dims and range constraints, weight counts
+// and bytes, each graph's node count, bundled examples, the training state and where the
+// archive's bytes go. `--graph ROLE` lists one graph's nodes, inputs and outputs; `--json`
+// gives the summary (program_json.h) or, with --graph, the graph's structured nodes
+// (graph_json.h). Reads only the archive and its Program IR (no kernels).
 //
 //   export-cli inspect <model.pt2> [--json] [--graph inference|forward|backward]
 //                      [--dot FILE|-] [--svg FILE]
@@ -8,22 +11,19 @@
 #include <fstream>
 #include <iostream>
 
+#include "archive_facts.h"
 #include "cli.h"
 #include "graph_dot.h"
+#include "graph_json.h"
 #include "options.h"
+#include "program_json.h"
 #include "program_text.h"
 #include "pt2rt/archive.h"
-#include "pt2rt/constants.h"
 #include "pt2rt/program.h"
 #include "pt2rt/training_state.h"
 
 namespace pt2rt::cli {
 namespace {
-
-std::string read_text_entry(const Archive& archive, const std::string& name) {
-  auto bytes = archive.read(name, 4096);
-  return std::string(bytes.begin(), bytes.end());
-}
 
 /// JSON text that stays valid whatever the archive holds: non-ASCII as \uXXXX escapes
 /// (so the terminal filter never needs to touch it), invalid UTF-8 replaced by U+FFFD.
@@ -73,16 +73,17 @@ int write_pictures(const cxxopts::ParseResult& result, const Program& program) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  cxxopts::Options options = model_options(
-      "inspect",
-      "Show what a pt2rt archive holds: format and schema versions, "
-      "producer, signature, weights, range constraints, bundled examples, "
-      "and each graph's ops, inputs and outputs with descriptors.\n",
-      "archive to inspect");
+  cxxopts::Options options =
+      model_options("inspect",
+                    "Summarize what a pt2rt archive holds: format and schema versions, "
+                    "producer, signature (inputs and outputs with dtype and shape, range "
+                    "constraints), weights, graphs, bundled examples, training state, size. "
+                    "--graph ROLE lists one graph's nodes, inputs and outputs.\n",
+                    "archive to inspect");
   // clang-format off
   options.add_options()
-      ("json", "print the facts as one JSON object")
-      ("graph", "print the nodes of one graph: inference, forward or backward",
+      ("json", "print the summary as one JSON object; with --graph, the graph's nodes")
+      ("graph", "list one graph: inference, forward or backward",
        cxxopts::value<std::string>())
       ("dot", "write the graphs as Graphviz DOT to FILE (- for stdout)",
        cxxopts::value<std::string>())
@@ -93,15 +94,11 @@ int cmd_inspect(int argc, char** argv) {
   if (!args) return kExitOk;
   const cxxopts::ParseResult& result = args->result;
 
-  ArchiveFacts facts;
-  facts.path = args->path;
   std::optional<GraphRole> role;
   if (result.count("graph")) role = parse_role(result["graph"].as<std::string>());
 
-  const Archive archive = Archive::open(facts.path);
-  facts.archive_format = read_text_entry(archive, kArchiveFormatEntry);
-  facts.archive_version = read_text_entry(archive, kArchiveVersionEntry);
-  facts.entries = archive.entries();
+  const Archive archive = Archive::open(args->path);
+  const ArchiveFacts facts = read_archive_facts(args->path, archive);
   const auto program = read_program(archive);
   if (result.count("dot") || result.count("svg")) return write_pictures(result, *program);
 
@@ -111,13 +108,7 @@ int cmd_inspect(int argc, char** argv) {
       throw UsageError(facts.path + " has no " + to_string(*role) + " graph");
     }
     if (result.count("json")) {
-      auto j = summary_json(facts, *program);
-      for (auto& g : j["graphs"]) {
-        if (g["role"] != to_string(*role)) continue;
-        g["nodes"] = node_lines(*program, *graph);
-        std::cout << dump_json(g) << "\n";
-        break;
-      }
+      std::cout << dump_json(graph_json(*program, *graph)) << "\n";
     } else {
       print_graph(std::cout, *program, *graph);
     }

@@ -1,58 +1,15 @@
-// cli/program_text.cpp — text and JSON renderings of a Program for `export-cli inspect`.
+// cli/program_text.cpp — the summary and graph listings of a Program for `export-cli inspect`.
 #include "program_text.h"
 
 #include <iomanip>
-#include <map>
 #include <sstream>
 
+#include "graph_facts.h"
 #include "signature.h"
 #include "tensor_io.h"
 
 namespace pt2rt::cli {
 namespace {
-
-using nlohmann::ordered_json;
-
-std::string human_bytes(uint64_t bytes) {
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(1);
-  if (bytes < 1024) {
-    out << bytes << " B";
-  } else if (bytes < (1u << 20)) {
-    out << bytes / 1024.0 << " KiB";
-  } else {
-    out << bytes / 1048576.0 << " MiB";
-  }
-  return out.str();
-}
-
-const std::string& value_name(const Graph& graph, int64_t id) {
-  static const std::string kBad = "<bad value id>";
-  if (id < 0 || static_cast<size_t>(id) >= graph.values.size()) return kBad;
-  return graph.values[static_cast<size_t>(id)].name;
-}
-
-std::string value_type(const Program& program, const Graph& graph, int64_t id) {
-  if (id < 0 || static_cast<size_t>(id) >= graph.values.size()) return "None";
-  const Value& v = graph.values[static_cast<size_t>(id)];
-  switch (v.kind) {
-    case ValueKind::Tensor:
-      return v.meta ? meta_string(*v.meta, program) : "Tensor";
-    case ValueKind::SymInt:
-      return "SymInt";
-    case ValueKind::SymFloat:
-      return "SymFloat";
-    case ValueKind::SymBool:
-      return "SymBool";
-    case ValueKind::None:
-      return "None";
-    case ValueKind::TensorList:
-      return "Tensor[]";
-    case ValueKind::OptionalTensorList:
-      return "Tensor?[]";
-  }
-  return "?";
-}
 
 template <typename T>
 std::string list_string(const std::vector<T>& values) {
@@ -141,108 +98,63 @@ std::string argument_string(const Program& program, const Graph& graph, const Ar
   return std::visit(Visitor{program, graph}, a);
 }
 
-std::map<std::string, int> op_histogram(const Program& program, const Graph& graph) {
-  std::map<std::string, int> hist;
-  for (const auto& node : graph.nodes) {
-    hist[node.op < program.operators.size() ? program.operators[node.op].qualified()
-                                            : "<bad op index>"]++;
+/// `%addmm = aten::addmm(%fc1.bias, %x, %t)  # float32[4, 10]`.
+std::string node_line(const Program& program, const Graph& graph, const Node& node) {
+  std::ostringstream out;
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    out << (i ? ", " : "") << ref(graph, node.outputs[i]);
   }
-  return hist;
-}
-
-ordered_json shape_json(const TensorMeta& meta, const Program& program) {
-  ordered_json shape = ordered_json::array();
-  for (const auto& d : meta.sizes) {
-    if (d.is_static()) {
-      shape.push_back(d.value);
-    } else {
-      shape.push_back(dim_string(d, program));
-    }
+  out << (node.outputs.empty() ? "" : " = ") << op_name(program, node) << "(";
+  for (size_t i = 0; i < node.args.size(); ++i) {
+    const auto& a = node.args[i];
+    out << (i ? ", " : "") << (a.kwarg_only ? a.name + "=" : "")
+        << argument_string(program, graph, a.value);
   }
-  return shape;
+  out << ")";
+  if (node.outputs.size() == 1) out << "  # " << value_type(program, graph, node.outputs[0]);
+  return out.str();
 }
 
-ordered_json user_values_json(const std::vector<UserValue>& values, const Program& program) {
-  ordered_json out = ordered_json::array();
-  for (const auto& v : values) {
-    ordered_json j = {{"index", v.index}, {"name", v.name}};
-    if (v.meta) {
-      j["dtype"] = dtype_name(v.meta->dtype);
-      j["shape"] = shape_json(*v.meta, program);
-    }
-    out.push_back(j);
-  }
-  return out;
+/// Metadata values longer than this are cut in the summary, and keys past the first
+/// kMetadataKeys left out (`--json` has them all, whole).
+constexpr size_t kMetadataWidth = 100;
+constexpr size_t kMetadataKeys = 16;
+
+std::string cut(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  size_t end = width;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // UTF-8
+  return text.substr(0, end) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
-/// The fields of an index-carrying descriptor (Plain, Saved, tokens, ...): "idx", plus "attr"
-/// and "base" for the kinds that wrap a base descriptor (has_base).
-template <typename Descriptor>
-void add_index_fields(ordered_json& j, const Descriptor& d) {
-  j["idx"] = d.idx;
-  if (!has_base(d.kind)) return;
-  if (!d.attr.empty()) j["attr"] = d.attr;
-  if (d.base) j["base"] = descriptor_json(*d.base);
+/// "1 Plain, 6 Param, 3 Buffer".
+std::string kinds_string(const std::vector<std::pair<std::string, int>>& kinds) {
+  std::string out;
+  for (const auto& [kind, n] : kinds)
+    out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  return out.empty() ? "none" : out;
 }
 
-}  // namespace
-
-ordered_json descriptor_json(const InputDescriptor& d) {
-  ordered_json j = {{"kind", to_string(d.kind)}};
-  switch (d.kind) {
-    case InputKind::Param:
-    case InputKind::Buffer:
-    case InputKind::Constant:
-      j["fqn"] = d.fqn;
-      break;
-    case InputKind::Tangent:
-      if (d.output) j["output"] = descriptor_json(*d.output);
-      break;
-    default:
-      add_index_fields(j, d);
-      break;
-  }
-  j["repr"] = d.to_string();
-  return j;
+std::string percent(uint64_t part, uint64_t whole) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << (whole ? 100.0 * part / whole : 0.0) << "%";
+  return out.str();
 }
 
-ordered_json descriptor_json(const OutputDescriptor& d) {
-  ordered_json j = {{"kind", to_string(d.kind)}};
-  switch (d.kind) {
-    case OutputKind::Grad:
-    case OutputKind::InputMutation:
-      if (d.of) j["of"] = descriptor_json(*d.of);
-      break;
-    default:
-      add_index_fields(j, d);
-      break;
-  }
-  j["repr"] = d.to_string();
-  return j;
-}
-
-void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& program) {
-  const auto counts = count_weights(program);
-  out << facts.path << ": " << facts.archive_format << " archive v" << facts.archive_version
-      << ", schema " << program.schema_major << "." << program.schema_minor << ", "
-      << facts.entries.size() << " entries\n";
-  const Producer& p = program.producer;
-  out << "producer: pt2rt " << p.exporter_version << ", torch " << p.torch_version << ", Python "
-      << p.python_version;
-  if (!p.capture.empty()) out << " (capture: " << p.capture << ")";
-  out << "\n\nsignature\n";
-  out << "  parameters: " << counts.parameters << " (" << counts.trainable << " trainable, "
-      << counts.trainable_elements << " of " << counts.parameter_elements << " elements)\n";
-  out << "  buffers: " << counts.buffers << ", constants: " << counts.constants << "\n";
+void print_signature(std::ostream& out, const Program& program) {
+  out << "signature\n";
   if (const Graph* g = signature_graph(program)) {
     for (const auto& in : user_inputs(*g)) {
       out << "  input " << in.index << " (" << in.name
           << "): " << (in.meta ? meta_string(*in.meta, program) : "non-tensor") << "\n";
     }
     for (const auto& o : user_outputs(*g)) {
-      out << "  output " << o.index << ": "
-          << (o.meta ? meta_string(*o.meta, program) : "None/non-tensor") << "\n";
+      out << "  output " << o.index;
+      if (!o.name.empty()) out << " (" << o.name << ")";
+      out << ": " << (o.meta ? meta_string(*o.meta, program) : "None/non-tensor") << "\n";
     }
+  } else {
+    out << "  no inference or forward graph\n";
   }
   out << "  range constraints: ";
   if (program.range_constraints.empty()) out << "none";
@@ -254,64 +166,70 @@ void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& 
     out << (i ? ", " : "") << rc.min << " <= " << sym_expr_string(e, program)
         << " <= " << (rc.max == INT64_MAX ? std::string("inf") : std::to_string(rc.max));
   }
-  out << "\n\nweights: " << program.weights.size() << " tensors, " << human_bytes(counts.bytes)
-      << "\n";
-  out << "examples: " << program.examples.size();
+  out << "\n";
+}
+
+void print_examples(std::ostream& out, const Program& program) {
+  out << "examples: " << program.examples.size() << "\n";
   for (const auto& ex : program.examples) {
-    out << "\n  " << ex.name << ": " << ex.inputs.size() << " input(s), "
+    out << "  " << ex.name << ": " << ex.inputs.size() << " input(s), "
         << (ex.references ? "with eager references" : "no references");
     if (ex.references) {
       out << " (gradients: " << ex.references->grads.size() << " full, "
           << ex.references->grad_sketches.size() << " sketched)";
     }
-  }
-  if (!program.metadata.empty()) {
-    out << "\nmetadata:";
-    for (const auto& [k, v] : program.metadata) out << "\n  " << k << ": " << v;
-  }
-  out << "\n";
-  for (const auto& graph : program.graphs) {
-    out << "\ngraph " << to_string(graph.role) << ": " << graph.nodes.size() << " nodes, "
-        << graph.inputs.size() << " inputs, " << graph.outputs.size() << " outputs\n  ops:";
-    const char* sep = " ";
-    for (const auto& [op, n] : op_histogram(program, graph)) {
-      out << sep << op << " x" << n;
-      sep = ", ";
-    }
-    out << "\n  inputs:\n";
-    for (const auto& in : graph.inputs) {
-      out << "    %" << value_name(graph, in.value) << ": " << value_type(program, graph, in.value)
-          << "  " << in.descriptor.to_string() << "\n";
-    }
-    out << "  outputs:\n";
-    for (const auto& o : graph.outputs) {
-      out << "    " << (o.value < 0 ? std::string("None") : ref(graph, o.value)) << ": "
-          << value_type(program, graph, o.value) << "  " << o.descriptor.to_string() << "\n";
-    }
+    out << "\n";
   }
 }
 
-std::vector<std::string> node_lines(const Program& program, const Graph& graph) {
-  std::vector<std::string> lines;
-  for (const auto& node : graph.nodes) {
-    std::ostringstream out;
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      out << (i ? ", " : "") << ref(graph, node.outputs[i]);
-    }
-    out << (node.outputs.empty() ? "" : " = ")
-        << (node.op < program.operators.size() ? program.operators[node.op].qualified()
-                                               : "<bad op index>")
-        << "(";
-    for (size_t i = 0; i < node.args.size(); ++i) {
-      const auto& a = node.args[i];
-      out << (i ? ", " : "") << (a.kwarg_only ? a.name + "=" : "")
-          << argument_string(program, graph, a.value);
-    }
-    out << ")";
-    if (node.outputs.size() == 1) out << "  # " << value_type(program, graph, node.outputs[0]);
-    lines.push_back(out.str());
+void print_sizes(std::ostream& out, const ArchiveFacts& facts, const Program& program) {
+  out << "size: " << human_bytes(facts.file_bytes) << " (" << facts.file_bytes << " bytes, "
+      << facts.entries.size() << " entries)\n";
+  for (const auto& part : size_breakdown(facts, program)) {
+    std::ostringstream line;
+    line << (part.within_program ? "    " : "  ") << std::left
+         << std::setw(part.within_program ? 26 : 28) << part.name << std::right << std::setw(10)
+         << human_bytes(part.bytes) << "  " << std::setw(6) << percent(part.bytes, facts.file_bytes)
+         << (part.within_program ? "  (in program.fb)" : "");
+    out << line.str() << "\n";
   }
-  return lines;
+}
+
+}  // namespace
+
+void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& program) {
+  out << facts.path << ": " << facts.archive_format << " archive v" << facts.archive_version
+      << ", schema " << program.schema_major << "." << program.schema_minor << "\n";
+  const Producer& p = program.producer;
+  out << "producer: pt2rt " << p.exporter_version << ", torch " << p.torch_version << ", Python "
+      << p.python_version;
+  if (!p.capture.empty()) out << " (capture: " << p.capture << ")";
+  out << "\n\n";
+  print_signature(out, program);
+  const auto counts = count_weights(program);
+  out << "\nweights: " << program.weights.size() << " tensors, " << human_bytes(counts.bytes)
+      << ": " << counts.parameters << " parameters (" << counts.trainable << " trainable, "
+      << counts.trainable_elements << " of " << counts.parameter_elements << " elements), "
+      << counts.buffers << " buffers, " << counts.constants << " constants\n";
+  out << "graphs (export-cli inspect --graph ROLE lists one):\n";
+  for (const auto& graph : program.graphs) {
+    out << "  " << to_string(graph.role) << ": " << graph.nodes.size()
+        << " nodes; inputs: " << kinds_string(input_kinds(graph))
+        << "; outputs: " << kinds_string(output_kinds(graph)) << "\n";
+  }
+  print_examples(out, program);
+  if (!program.metadata.empty()) {
+    out << "metadata:\n";
+    size_t shown = 0;
+    for (const auto& [k, v] : program.metadata) {
+      if (shown++ == kMetadataKeys) {
+        out << "  ... " << program.metadata.size() - kMetadataKeys << " more (--json lists all)\n";
+        break;
+      }
+      out << "  " << k << ": " << cut(v, kMetadataWidth) << "\n";
+    }
+  }
+  print_sizes(out, facts, program);
 }
 
 void print_graph(std::ostream& out, const Program& program, const Graph& graph) {
@@ -322,103 +240,22 @@ void print_graph(std::ostream& out, const Program& program, const Graph& graph) 
         << (i + 1 < graph.inputs.size() ? "," : "") << "  # " << in.descriptor.to_string();
   }
   out << "\n):\n";
-  for (const auto& line : node_lines(program, graph)) out << "  " << line << "\n";
+  for (const auto& node : graph.nodes) out << "  " << node_line(program, graph, node) << "\n";
   out << "  return (";
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const auto& o = graph.outputs[i];
-    out << "\n    " << (o.value < 0 ? std::string("None") : ref(graph, o.value))
-        << (i + 1 < graph.outputs.size() ? "," : "") << "  # " << o.descriptor.to_string();
+    out << "\n    " << (o.value < 0 ? std::string("None") : ref(graph, o.value)) << ": "
+        << value_type(program, graph, o.value) << (i + 1 < graph.outputs.size() ? "," : "")
+        << "  # " << o.descriptor.to_string();
   }
   out << "\n  )\n";
-}
-
-ordered_json summary_json(const ArchiveFacts& facts, const Program& program) {
-  const auto counts = count_weights(program);
-  ordered_json j;
-  j["path"] = facts.path;
-  j["archive_format"] = facts.archive_format;
-  j["archive_version"] = facts.archive_version;
-  j["schema_version"] = {{"major", program.schema_major}, {"minor", program.schema_minor}};
-  j["producer"] = {{"exporter_version", program.producer.exporter_version},
-                   {"torch_version", program.producer.torch_version},
-                   {"python_version", program.producer.python_version},
-                   {"capture", program.producer.capture}};
-  ordered_json sig = {{"num_parameters", counts.parameters},
-                      {"num_trainable", counts.trainable},
-                      {"num_buffers", counts.buffers},
-                      {"num_constants", counts.constants},
-                      {"parameter_elements", counts.parameter_elements},
-                      {"trainable_elements", counts.trainable_elements}};
-  if (const Graph* g = signature_graph(program)) {
-    sig["inputs"] = user_values_json(user_inputs(*g), program);
-    sig["outputs"] = user_values_json(user_outputs(*g), program);
+  out << graph.nodes.size() << " nodes; ops:";
+  const char* sep = " ";
+  for (const auto& [op, n] : op_histogram(program, graph)) {
+    out << sep << op << " x" << n;
+    sep = ", ";
   }
-  j["signature"] = sig;
-  ordered_json graphs = ordered_json::array();
-  for (const auto& graph : program.graphs) {
-    ordered_json g = {{"role", to_string(graph.role)}, {"num_nodes", graph.nodes.size()}};
-    ordered_json hist = ordered_json::object();
-    for (const auto& [op, n] : op_histogram(program, graph)) hist[op] = n;
-    g["op_histogram"] = hist;
-    ordered_json inputs = ordered_json::array();
-    for (const auto& in : graph.inputs) {
-      inputs.push_back({{"name", value_name(graph, in.value)},
-                        {"type", value_type(program, graph, in.value)},
-                        {"descriptor", descriptor_json(in.descriptor)}});
-    }
-    ordered_json outputs = ordered_json::array();
-    for (const auto& o : graph.outputs) {
-      outputs.push_back({{"name", o.value < 0 ? std::string() : value_name(graph, o.value)},
-                         {"type", value_type(program, graph, o.value)},
-                         {"descriptor", descriptor_json(o.descriptor)}});
-    }
-    g["inputs"] = inputs;
-    g["outputs"] = outputs;
-    graphs.push_back(g);
-  }
-  j["graphs"] = graphs;
-  ordered_json weights = ordered_json::array();
-  for (const auto& w : program.weights) {
-    weights.push_back({{"fqn", w.fqn},
-                       {"kind", to_string(w.kind)},
-                       {"dtype", dtype_name(w.dtype)},
-                       {"shape", w.sizes},
-                       {"requires_grad", w.requires_grad},
-                       {"persistent", w.persistent},
-                       {"entry", w.entry},
-                       {"bytes", w.byte_length}});
-  }
-  j["weights"] = weights;
-  j["weights_total_bytes"] = counts.bytes;
-  ordered_json symbols = ordered_json::array();
-  for (const auto& s : program.symbols) symbols.push_back({{"name", s.name}, {"hint", s.hint}});
-  j["symbols"] = symbols;
-  ordered_json ranges = ordered_json::array();
-  for (const auto& rc : program.range_constraints) {
-    ranges.push_back(
-        {{"symbol", rc.symbol < program.symbols.size() ? program.symbols[rc.symbol].name
-                                                       : std::to_string(rc.symbol)},
-         {"min", rc.min},
-         {"max", rc.max == INT64_MAX ? ordered_json(nullptr) : ordered_json(rc.max)}});
-  }
-  j["range_constraints"] = ranges;
-  ordered_json examples = ordered_json::array();
-  for (const auto& ex : program.examples) {
-    examples.push_back({{"name", ex.name},
-                        {"num_inputs", ex.inputs.size()},
-                        {"has_references", ex.references.has_value()},
-                        {"full_grads", ex.references ? ex.references->grads.size() : 0},
-                        {"sketched_grads",
-                         ex.references ? ex.references->grad_sketches.size() : 0}});
-  }
-  j["examples"] = examples;
-  j["metadata"] = program.metadata;
-  ordered_json entries = ordered_json::array();
-  for (const auto& e : facts.entries) {
-    entries.push_back({{"name", e.name}, {"size", e.size}, {"stored", e.stored}});
-  }
-  j["entries"] = entries;
-  return j;
+  out << "\n";
 }
 
 }  // namespace pt2rt::cli

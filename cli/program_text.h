@@ -1,40 +1,27 @@
-// cli/program_text.h — readable and JSON renderings of a decoded Program, for
-// `export-cli inspect`. Only the Program IR of pt2rt/program.h is used.
+// cli/program_text.h — the readable renderings of a decoded Program for `export-cli inspect`:
+// the concise summary (the default) and one graph's full listing (`--graph ROLE`), in the
+// style of torch.export's `print(exported_program)`. Only the Program IR of pt2rt/program.h
+// is used. The JSON renderings are program_json.h and graph_json.h.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <ostream>
-#include <string>
-#include <vector>
 
-#include "pt2rt/archive.h"
+#include "archive_facts.h"
 #include "pt2rt/program.h"
 
 namespace pt2rt::cli {
 
-/// Facts about the archive file itself (from the zip central directory).
-struct ArchiveFacts {
-  std::string path;
-  std::string archive_format;   ///< content of archive_format
-  std::string archive_version;  ///< content of archive_version
-  std::vector<EntryInfo> entries;
-};
-
-/// The summary: versions, producer, signature, weights, range constraints, examples, graphs
-/// (node count, op histogram, inputs and outputs with descriptors).
+/// The summary, a screenful for any model: archive and schema versions, producer; the
+/// signature (user inputs and outputs with name, dtype and shape — symbolic dims by name —
+/// and the range constraints); parameter and buffer counts and bytes; each graph's node count
+/// and its inputs and outputs counted by descriptor kind; bundled examples; metadata (the
+/// first 16 keys, values cut at 100 bytes); where the archive's bytes go (size_breakdown).
+/// No node is listed.
 void print_summary(std::ostream& out, const ArchiveFacts& facts, const Program& program);
 
-/// One graph's nodes, one per line: `%addmm = aten::addmm(%bias, %x, %t)`.
+/// One graph in full: its inputs with type and descriptor, one line per node
+/// (`%addmm = aten::addmm(%fc1.bias, %x, %t)  # float32[4, 10]`), its outputs with
+/// descriptors, then the node count and the op histogram.
 void print_graph(std::ostream& out, const Program& program, const Graph& graph);
-
-/// The nodes of `graph`, one string each, as print_graph shows them.
-std::vector<std::string> node_lines(const Program& program, const Graph& graph);
-
-/// The same facts as print_summary as one JSON object (keys in README_cli.md).
-nlohmann::ordered_json summary_json(const ArchiveFacts& facts, const Program& program);
-
-/// A descriptor as JSON: {"kind": "Param", "fqn": ...} / {"kind": "Grad", "of": {...}}.
-nlohmann::ordered_json descriptor_json(const InputDescriptor& d);
-nlohmann::ordered_json descriptor_json(const OutputDescriptor& d);
 
 }  // namespace pt2rt::cli

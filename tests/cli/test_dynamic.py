@@ -3,6 +3,8 @@ across the range (inference and a training step vs eager), InputError outside it
 errors of pt2rt.export. Both lanes; on torch 1.13 an op without a symbolic-shape rule is refused
 by name."""
 import copy
+import json
+import re
 
 import pytest
 import torch
@@ -43,8 +45,19 @@ def test_program_carries_symbol_and_range(mlp_archive):
 def test_inspect_prints_symbolic_shapes_and_ranges(cli, mlp_archive):
     _, path = mlp_archive
     r = cli.ok("inspect", path)
-    assert "float32[batch, 2, 4]" in r.out, r.out
+    assert "input 0 (input): float32[batch, 2, 4]" in r.out, r.out
+    assert re.search(r"^  output 0 \(\w+\): float32\[batch, 3\]$", r.out, re.M), r.out
     assert "1 <= batch <= 64" in r.out, r.out
+    # the structured graph keeps the symbolic dims by name, on inputs, nodes and outputs
+    j = json.loads(cli.ok("inspect", path, "--graph", "forward", "--json").out)
+    plain = [io for io in j["inputs"] if io["descriptor"]["kind"] == "Plain"]
+    assert [(io["type"], io["shape"]) for io in plain] == [("float32[batch, 2, 4]",
+                                                            ["batch", 2, 4])]
+    out = next(io for io in j["outputs"] if io["descriptor"]["kind"] == "Plain")
+    assert out["shape"] == ["batch", 3]
+    addmm = [n for n in j["nodes"] if n["op"] == "aten::addmm"]
+    assert len(addmm) == 2 and [n["outputs"][0]["shape"] for n in addmm] == [["batch", 16],
+                                                                             ["batch", 3]]
 
 
 @pytest.fixture(scope="module")

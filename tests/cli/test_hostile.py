@@ -61,6 +61,14 @@ def test_inspect_json_stays_valid_json(cli):
     assert_terminal_safe(out)
     facts = json.loads(out)
     assert facts["metadata"]["note\x1b[8m"].startswith("\x1b]52")  # escaped as \\u001b in JSON
+    rc, out, err = run_bytes(cli, "inspect", "--graph", "inference", "--json",
+                             archive("escape_text.pt2"))
+    assert rc == 0, err
+    assert_terminal_safe(out)
+    graph = json.loads(out)
+    assert graph["inputs"][0]["name"] == "x\x1b[2J\x1b[H"
+    assert graph["nodes"][0]["name"] == "relu\r\nOK: 99 checks match"
+    assert graph["nodes"][0]["op"] == "aten::relu.\x1b[5mblink"
 
 
 @pytest.mark.parametrize("sub", ["run", "verify"])

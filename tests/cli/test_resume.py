@@ -4,6 +4,7 @@ exactly — 2 + 2 epochs give the losses and the bit-identical weights and optim
 uninterrupted epochs — for SGD with momentum (and a step LR schedule) and Adam, on a model with
 BatchNorm and Dropout(p=0.5); mismatched options are refused in one line; strip drops the
 state; damaged states are refused naming what is wrong."""
+import json
 import re
 import zipfile
 
@@ -92,8 +93,13 @@ def test_resume_equals_uninterrupted(cli, job, tmp_path, optimizer):
     for t in tensors:
         del t[constants.TRAINING_STATE_ENTRY]
     assert tensors[0] == tensors[1] and len(tensors[0]) >= 6
-    line = [s for s in cli.ok("inspect", tmp_path / "b.pt2").out.splitlines()
-            if s.startswith("training state: ")]
+    summary = cli.ok("inspect", tmp_path / "b.pt2").out
+    line = [s for s in summary.splitlines() if s.startswith("training state: ")]
+    # the size breakdown counts the state's entries (the stored tensors and state.fb)
+    state_bytes = sum(len(v) for v in entries(tmp_path / "b.pt2", "optimizer/").values())
+    j = json.loads(cli.ok("inspect", tmp_path / "b.pt2", "--json").out)
+    assert {p["part"]: p["bytes"] for p in j["size"]}["optimizer/ (training state)"] == state_bytes
+    assert "  optimizer/ (training state) " in summary
     assert len(line) == 1 and line[0].startswith(f"training state: {optimizer} (")
     assert "epochs 4, steps 24" in line[0]  # 6 batches of 4 per epoch
 

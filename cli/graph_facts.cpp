@@ -1,0 +1,74 @@
+// cli/graph_facts.cpp — value names and types, op overloads, histograms of one graph.
+#include "graph_facts.h"
+
+#include <map>
+
+#include "signature.h"
+
+namespace pt2rt::cli {
+namespace {
+
+void count(std::vector<std::pair<std::string, int>>& counts, const std::string& key) {
+  for (auto& [k, n] : counts) {
+    if (k == key) {
+      ++n;
+      return;
+    }
+  }
+  counts.emplace_back(key, 1);
+}
+
+}  // namespace
+
+const std::string& value_name(const Graph& graph, int64_t id) {
+  static const std::string kBad = "<bad value id>";
+  if (id < 0 || static_cast<size_t>(id) >= graph.values.size()) return kBad;
+  return graph.values[static_cast<size_t>(id)].name;
+}
+
+std::string value_type(const Program& program, const Graph& graph, int64_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= graph.values.size()) return "None";
+  const Value& v = graph.values[static_cast<size_t>(id)];
+  switch (v.kind) {
+    case ValueKind::Tensor:
+      return v.meta ? meta_string(*v.meta, program) : "Tensor";
+    case ValueKind::SymInt:
+      return "SymInt";
+    case ValueKind::SymFloat:
+      return "SymFloat";
+    case ValueKind::SymBool:
+      return "SymBool";
+    case ValueKind::None:
+      return "None";
+    case ValueKind::TensorList:
+      return "Tensor[]";
+    case ValueKind::OptionalTensorList:
+      return "Tensor?[]";
+  }
+  return "?";
+}
+
+std::string op_name(const Program& program, const Node& node) {
+  return node.op < program.operators.size() ? program.operators[node.op].qualified()
+                                            : "<bad op index>";
+}
+
+std::vector<std::pair<std::string, int>> op_histogram(const Program& program, const Graph& graph) {
+  std::map<std::string, int> hist;
+  for (const auto& node : graph.nodes) hist[op_name(program, node)]++;
+  return {hist.begin(), hist.end()};
+}
+
+std::vector<std::pair<std::string, int>> input_kinds(const Graph& graph) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& in : graph.inputs) count(counts, to_string(in.descriptor.kind));
+  return counts;
+}
+
+std::vector<std::pair<std::string, int>> output_kinds(const Graph& graph) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& o : graph.outputs) count(counts, to_string(o.descriptor.kind));
+  return counts;
+}
+
+}  // namespace pt2rt::cli

@@ -1,0 +1,35 @@
+// cli/graph_facts.h — what `export-cli inspect` says about one graph, in text and JSON alike:
+// value names and types, each node's op overload, the op histogram, and the inputs and
+// outputs counted by descriptor kind. Every id comes from the archive and is range-checked
+// here, so a rendering never indexes out of bounds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pt2rt/program.h"
+
+namespace pt2rt::cli {
+
+/// The name of value `id` of `graph` (the FX node name; user inputs: the forward() argument
+/// name), "<bad value id>" when out of range.
+const std::string& value_name(const Graph& graph, int64_t id);
+
+/// A value's type, readable: "float32[batch, 10]", "SymInt", "Tensor[]", "None" (also for
+/// id -1, a None output).
+std::string value_type(const Program& program, const Graph& graph, int64_t id);
+
+/// The op overload of `node`, as torch.export names it: "aten::addmm", "aten::add.Tensor".
+std::string op_name(const Program& program, const Node& node);
+
+/// Op overload -> number of nodes calling it, sorted by overload.
+std::vector<std::pair<std::string, int>> op_histogram(const Program& program, const Graph& graph);
+
+/// Descriptor kind -> count, in order of first appearance: for the inputs
+/// ("Plain", "Param", "Buffer", ...) and the outputs ("Plain", "InputMutation", "Saved", ...).
+std::vector<std::pair<std::string, int>> input_kinds(const Graph& graph);
+std::vector<std::pair<std::string, int>> output_kinds(const Graph& graph);
+
+}  // namespace pt2rt::cli
