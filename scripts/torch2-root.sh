@@ -94,9 +94,11 @@ create() {
   if [ ! -x "$root/usr/bin/apt-get" ]; then
     if ! command -v debootstrap >/dev/null; then
       say "installing debootstrap (Debian package)"
-      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-        debootstrap >/dev/null 2>&1 || { $SUDO apt-get update -qq >/dev/null 2>&1 &&
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      # scripts/install-deps.sh may hold dpkg's lock (scripts/test.sh runs both at once): wait.
+      local lock=(-o DPkg::Lock::Timeout=900)
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${lock[@]}" install -y -qq --no-install-recommends \
+        debootstrap >/dev/null 2>&1 || { $SUDO apt-get "${lock[@]}" update -qq >/dev/null 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${lock[@]}" install -y -qq --no-install-recommends \
         debootstrap >/dev/null; } || die "debootstrap is missing and could not be installed"
     fi
     say "probing mirror $m"
