@@ -184,9 +184,6 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                               "does not trace symbolic shapes yet (torch >= 2.9 does); the model "
                               "can still be exported with static shapes (dynamic_shapes=None)")
         dynamic = backend.symbolic_inputs(dims)
-        if optimize_inference:
-            raise ExportError("pt2rt.export: optimize_inference with dynamic_shapes is not "
-                              "supported yet")
     extra = {} if dynamic is None else {"dynamic": dynamic}
     constants = ConstantTable()
     graphs = []

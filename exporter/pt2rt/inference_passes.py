@@ -128,6 +128,14 @@ def _copy_meta(nodes: Sequence[fx.Node], src: fx.Node) -> None:
                 n.meta[key] = src.meta[key]
 
 
+def _take_result_meta(new: fx.Node, out: fx.Node) -> None:
+    """The folded op computes what the BatchNorm's output held: same dtype and sizes —
+    ``tensor_meta`` and, for a dynamic-shape capture, ``val`` (the fake tensor whose symbolic
+    sizes ``lower.py`` stores). The scale/shift nodes read only weights, whose sizes are
+    static, so the example run of ``annotate.py`` describes them fully."""
+    new.meta.update({k: v for k, v in out.meta.items() if k in ("tensor_meta", "val")})
+
+
 def _fold_into_convolution(graph: fx.Graph, conv: fx.Node, bn: fx.Node, out: fx.Node,
                            weights) -> int:
     x, w, b, stride, padding, dilation, transposed, output_padding, groups = conv.args[:9]
@@ -148,7 +156,7 @@ def _fold_into_convolution(graph: fx.Graph, conv: fx.Node, bn: fx.Node, out: fx.
             aten.convolution.default,
             (x, new_w, shift, stride, padding, dilation, transposed, output_padding, groups))
         _copy_meta([n for n in graph.nodes if n not in before], conv)
-    new_conv.meta.update({k: v for k, v in out.meta.items() if k == "tensor_meta"})
+    _take_result_meta(new_conv, out)
     out.replace_all_uses_with(new_conv)
     return 1
 
@@ -172,6 +180,7 @@ def _fold_into_addmm(graph: fx.Graph, addmm: fx.Node, bn: fx.Node, out: fx.Node,
             aten.mul.Tensor, (w, view)),))
         new_mm = graph.call_function(aten.addmm.default, (shift, x, new_wt))
         _copy_meta([n for n in graph.nodes if n not in before], addmm)
+    _take_result_meta(new_mm, out)
     out.replace_all_uses_with(new_mm)
     return 1
 

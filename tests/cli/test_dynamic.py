@@ -325,3 +325,28 @@ def test_linear_on_3d_input_with_dynamic_batch_and_seq(cli, tmp_path):
         got = torch.load(str(files["grads"]))
         for n in grads:
             assert_close(got[n], grads[n], msg=f"{n} at {batch}x{seq}")
+
+
+@pytest.mark.parametrize("batch", [1, 5, 64])
+def test_optimize_inference_with_dynamic_batch(cli, tmp_path, batch):
+    """BatchNorm folded into the convolutions (optimize_inference) keeps the dynamic batch: the
+    folded convolution's declared sizes stay symbolic, so the C++ meta check at the range
+    maximum accepts the archive and every batch in the range matches eager's eval output."""
+    import models
+    model, args = models.build("cnn_bn")
+    with torch.no_grad():  # non-trivial running statistics (a fresh BatchNorm is the identity)
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.3, 0.3)
+                m.running_var.uniform_(0.5, 1.5)
+    path = tmp_path / "folded_dyn.pt2"
+    exported = pt2rt.export(copy.deepcopy(model), args, train=False, optimize_inference=True,
+                            dynamic_shapes=({0: BATCH},))
+    assert exported.captured.metadata["inference_passes"] == "fold_batch_norm:2"
+    exported.save(str(path))
+    x = torch.randn(batch, *args[0].shape[1:])
+    out_file = tmp_path / "out.pt"
+    cli.ok("run", path, "--inputs", save_tensors(tmp_path / "x.pt", [x]), "--outputs", out_file)
+    with torch.no_grad():
+        want = copy.deepcopy(model).eval()(x)
+    assert_close(torch.load(str(out_file))[0], want)

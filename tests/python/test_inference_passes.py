@@ -106,3 +106,23 @@ def test_unknown_pass_and_wrong_graph():
         inference_passes.optimize(exported.graph(GraphRole.Inference), ["fuse_all"])
     with pytest.raises(pt2rt.ExportError, match="runs on the inference graph"):
         inference_passes.fold_batch_norm(exported.graph(GraphRole.Forward))
+
+
+def test_folded_graph_with_dynamic_batch(tmp_path):
+    """optimize_inference with dynamic_shapes: the folded graph runs every batch in the range."""
+    torch.manual_seed(0)
+    model = _randomized(Mixed())
+    exported = pt2rt.export(copy.deepcopy(model), (torch.randn(4, 3, 6, 6),), train=False,
+                            optimize_inference=True,
+                            dynamic_shapes={"x": {0: pt2rt.Dim("batch", min=1, max=64)}})
+    assert exported.captured.metadata["inference_passes"] == "fold_batch_norm:3"
+    fx_graph = exported.graph(GraphRole.Inference).module.graph
+    conv = [n for n in fx_graph.nodes if n.target is aten.convolution.default][0]
+    assert not isinstance(conv.meta["val"].shape[0], int)  # the batch stays a symbol
+    exported.save(str(tmp_path / "folded.pt2"))
+    loaded = pt2rt.load(str(tmp_path / "folded.pt2"))
+    for batch in (1, 3, 64):
+        x = torch.randn(batch, 3, 6, 6)
+        out = loaded.run_inference(x)
+        out = out[0] if isinstance(out, (list, tuple)) else out
+        torch.testing.assert_close(out, _eval_reference(model, (x,)))
