@@ -207,6 +207,8 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
         env[node] = new.node_copy(node, lambda x: env[x])
         if node.target is aten.sym_size and len(node.args) == 2:
             env[node].target = aten.sym_size.int  # 1.13 records the packet
+        elif node.target is aten.sym_stride and len(node.args) == 2:
+            env[node].target = aten.sym_stride.int
     new.output(tuple(env[v] if isinstance(v, fx.Node) else v for v, _ in new_out))
     new.eliminate_dead_code()
     new.lint()
