@@ -11,8 +11,9 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
     torch 1.13's read concrete sizes (``select``: C++; ``unbind``: ``torch._refs.unbind`` via
     ``tensor_split``; ``split``: its decomposition via ``narrow``); pt2rt's meta rules instead;
   - CompositeImplicitAutograd: ``chunk`` — ATen's ``chunk`` (TensorShape.cpp) is
-    ``split(ceil(size / chunks), dim)``: ``symbolic_meta_torch1._chunk`` (refused over a
-    symbolic dim);
+    ``split(ceil(size / chunks), dim)``: ``symbolic_meta_torch1.chunk_as_split`` (refused over
+    a symbolic dim); ``dropout`` (e.g. on the attention weights) — ATen's ``_dropout_impl``
+    reads ``numel()``: ``symbolic_meta_torch1.aten_dropout``;
 * ``PySymInt.__bool__``: ``bool(n)`` of a size as the guard ``n != 0`` — torch 1.13 evaluates
   ``n`` itself, recording the guard "n == its traced value" (``torch._refs``' reductions check
   ``all(a.shape[i] for i in dims)``, e.g. in softmax's ``amax``), which would fix the Dim;
@@ -91,8 +92,9 @@ def _meta_kernels() -> contextlib.ExitStack:
     for op, fn in ((aten.select.int, meta_select), (aten.unbind.int, meta_unbind),
                    (aten.split.Tensor, meta_split)):
         stack.enter_context(_py_kernel(op, torch._C.DispatchKey.Meta, fn))
-    stack.enter_context(_py_kernel(aten.chunk.default,
-                                   torch._C.DispatchKey.CompositeImplicitAutograd, _chunk_kernel))
+    implicit = torch._C.DispatchKey.CompositeImplicitAutograd
+    stack.enter_context(_py_kernel(aten.chunk.default, implicit, _chunk_kernel))
+    stack.enter_context(_py_kernel(aten.dropout.default, implicit, _dropout_kernel))
     return stack
 
 
@@ -125,3 +127,11 @@ def _chunk_kernel(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
         raise RuntimeError("Cannot call sizes() on tensor with symbolic sizes/strides: chunk "
                            "over a symbolic dim (its number of pieces would depend on the size)")
     return out
+
+
+def _dropout_kernel(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+    """``aten.dropout``'s CompositeImplicitAutograd kernel while a capture traces: ATen's
+    ``_dropout_impl`` on CPU (``symbolic_meta_torch1.aten_dropout``; the C++ one reads
+    ``numel()``)."""
+    from .symbolic_meta_torch1 import aten_dropout
+    return aten_dropout(input, p, train)

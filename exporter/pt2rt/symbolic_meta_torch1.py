@@ -47,7 +47,7 @@ equivalent Python (``SymbolicFunctions``, a ``TorchFunctionMode``):
 When autograd records, ``select``, ``split``, ``unbind`` and ``cat`` of those go through
 ``symbolic_autograd_torch1`` (torch 1.13's autograd nodes for them read concrete sizes).
 ``symbolic_dispatch_torch1.dispatch_patches`` adds what acts below the function level (Meta
-and CompositeImplicitAutograd Python kernels, e.g. ``chunk`` inside
+and CompositeImplicitAutograd Python kernels, e.g. ``chunk`` and ``dropout`` inside
 ``F.multi_head_attention_forward``; SymInt truthiness and ``float``).
 
 An op still without a rule fails the export: ``no_symbolic_rule`` turns torch's error into an

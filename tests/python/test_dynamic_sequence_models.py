@@ -203,3 +203,22 @@ def test_capture_leaves_torch_as_it_was():
              ss.PySymInt.__bool__, "__float__" in vars(torch.SymIntNode),
              aten.unsafe_split.Tensor in meta_table)
     assert after == before
+
+
+def test_transformer_dropout_draws_match_eager(tmp_path):
+    # F.dropout and the attention weights' dropout inside F.multi_head_attention_forward: the
+    # same masks as eager from the same seed (ATen's _dropout_impl, in eager's order)
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16,
+                                             dropout=0.3, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False)
+    path = str(tmp_path / "dropout.pt2")
+    pt2rt.export(model, (torch.randn(3, 5, 8),), dynamic_shapes=({0: BATCH, 1: SEQ},),
+                 bundle_examples=False).save(path)
+    loaded = pt2rt.load(path)
+    x = torch.randn(4, 7, 8)
+    torch.manual_seed(123)
+    want = copy.deepcopy(model).train()(x)
+    torch.manual_seed(123)
+    got = loaded.train_step(x).outputs[0]
+    assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
