@@ -101,9 +101,11 @@ def check_parity(tmp_path, model, example, dynamic, shapes):
             assert_close(g, w, rtol=1e-5, atol=1e-6, msg=lambda m: f"eval {k} at {shape}: {m}")
 
         m = copy.deepcopy(model).train()
+        torch.manual_seed(100 + i)   # dropout: the archive draws eager's masks from one seed
         outs = _outputs(m(x))
         grads_out = [torch.randn_like(o) for o in outs]
         torch.autograd.backward(outs, grads_out)
+        torch.manual_seed(100 + i)
         step = loaded.train_step(x, grad_outputs=grads_out)
         for k, (g, w) in enumerate(zip(step.outputs, outs)):
             assert_close(g, w.detach(), rtol=1e-5, atol=1e-6,
@@ -117,10 +119,21 @@ LSTMS = {
     "batch_first_last_step": dict(last=True, batch_first=True),
     "two_layers_bidirectional": dict(num_layers=2, bidirectional=True),
     "no_bias_batch_first": dict(bias=False, batch_first=True),
+    "two_layers_dropout": dict(num_layers=2, dropout=0.4, batch_first=True),
 }
 
 
-@pytest.mark.parametrize("name", sorted(LSTMS))
+# lane 2: eager torch 2.14 runs a multi-layer LSTM with dropout through its mkldnn kernel,
+# whose masks the capture's ATen ops do not draw in the same order (not a dynamic-shape matter:
+# the static export does the same); lane 1.13 draws eager's
+LANE2_OTHER_MASKS = {"two_layers_dropout"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.skipif(TORCH2 and n in LANE2_OTHER_MASKS,
+                                             reason="lane 2: eager's mkldnn LSTM draws other "
+                                                    "dropout masks"))
+    for n in sorted(LSTMS)])
 def test_lstm_dynamic_batch_parity(tmp_path, name):
     kw = LSTMS[name]
     batch_first = kw.get("batch_first", False)
