@@ -286,7 +286,8 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
 @contextlib.contextmanager
 def symbolic_rules() -> Iterator[None]:
     """Adds pt2rt's rules to ``torch._meta_registrations.meta_table`` (not overriding torch's
-    own) for the duration of the ``with`` block."""
+    own), ``symbolic_dispatch_torch1.dispatch_patches`` and ``SymbolicFunctions`` for the
+    duration of the ``with`` block."""
     from torch._meta_registrations import meta_table
     from .symbolic_dispatch_torch1 import dispatch_patches
     added = {op: fn for op, fn in _rules().items() if op not in meta_table}
