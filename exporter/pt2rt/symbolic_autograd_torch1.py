@@ -20,7 +20,8 @@ raise "Cannot call sizes() on tensor with symbolic sizes/strides" (torch 2 saves
   their ``stack`` viewed with the two dims merged. The forward values are the same elements;
   the gradients the same values, exactly (``slice_backward`` pads a piece's gradient with
   zeros where ``select_backward``, ``split_backward``'s ``cat`` or ``unbind_backward``'s
-  ``stack`` place it; the pieces' padded gradients are summed: ``g + 0``).
+  ``stack`` place it; the pieces' padded gradients are summed: ``g + 0``). The capture then
+  turns such sums back into ``cat`` (``graph_passes.slice_backward_sums_as_cat``).
 """
 from __future__ import annotations
 

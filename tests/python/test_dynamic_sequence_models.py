@@ -234,3 +234,37 @@ def test_transformer_dropout_draws_match_eager(tmp_path):
     torch.manual_seed(123)
     got = loaded.train_step(x).outputs[0]
     assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_slice_backward_sums_tiling_a_dim_become_cat():
+    from pt2rt.graph_passes import slice_backward_sums_as_cat
+
+    sb, add = aten.slice_backward.default, aten.add.Tensor
+
+    def pieces_sum(a, b, c):   # autograd's accumulation of three pieces' gradients
+        return add(add(sb(a, [2, 6], 1, 0, 2, 1), sb(b, [2, 6], 1, 2, 4, 1)),
+                   sb(c, [2, 6], 1, -2, 2 ** 63 - 1, 1))
+
+    def gap(a, b):   # [0, 2) and [3, 5) of 6: not a tiling, left alone
+        return add(sb(a, [2, 6], 1, 0, 2, 1), sb(b, [2, 6], 1, 3, 5, 1))
+
+    a, b, c = torch.randn(2, 2), torch.randn(2, 2), torch.randn(2, 2)
+    gm = torch.fx.symbolic_trace(pieces_sum)
+    want = gm(a, b, c)
+    assert slice_backward_sums_as_cat(gm.graph) == 1
+    gm.recompile()
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert targets == [aten.cat.default]
+    assert torch.equal(gm(a, b, c), want)
+    gm = torch.fx.symbolic_trace(gap)
+    assert slice_backward_sums_as_cat(gm.graph) == 0
+
+
+@only_1_13
+def test_lstm_backward_places_gradient_pieces_with_cat():
+    # the gates' split and the unbind over time ran as slices: their gradients are one cat
+    # each (eager: cat / stack), not one zero-padded tensor of the full size per piece
+    model, x = Lstm(last=True, batch_first=True), torch.randn(3, 4, 5)
+    backward = _ops(model, x, ({0: BATCH},))[-1]
+    assert backward["aten.cat.default"] == 4 + 1
+    assert backward["aten.slice_backward.default"] == 1   # out[:, -1] (eager: select_backward)
