@@ -26,9 +26,11 @@ bias, ``mm`` without for 2-D). The inference graph thus has the static capture's
 (tests/python/test_dynamic_sequence_models.py compares them). When autograd records (the joint
 graph), ``unbind``, ``unsafe_split`` and ``cat`` are ``symbolic_autograd_torch1``'s (torch 1.13's
 autograd nodes of those read concrete sizes): the same values, with slices in place of the
-splits (their gradients placed by ``cat`` again: ``graph_passes.slice_backward_sums_as_cat``). Not covered (``NotImplemented``: torch's own runs, and a symbolic size
-fails the export naming ``torch.lstm``): packed sequences (the ``batch_sizes`` overload) and
-projections (``proj_size > 0``). A dynamic *sequence length* stops at ``aten.unbind.int`` (the
+splits (their gradients placed by ``cat`` again: ``graph_passes.slice_backward_sums_as_cat``).
+
+Not covered (``NotImplemented``: torch's own runs, and a symbolic size fails the export naming
+``torch.lstm``): packed sequences (the ``batch_sizes`` overload) and projections
+(``proj_size > 0``). A dynamic *sequence length* stops at ``aten.unbind.int`` (the
 steps are unrolled).
 """
 from __future__ import annotations
