@@ -142,7 +142,9 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
             ``{dim_index: pt2rt.Dim}``, e.g. ``{"x": {0: pt2rt.Dim("batch", min=1, max=64)}}``
             (``dynamic.py``; ``torch.export.Dim`` accepted too). The archive then stores the
             symbols, their range constraints and symbolic sizes; the C++ runtime binds them
-            per call. torch >= 2.9 only for now (torch 1.13 raises ExportError).
+            per call. Both captures (torch 1.13 and >= 2.9); on torch 1.13 an op without a
+            symbolic-shape rule raises ExportError naming it (exporter/README.md lists the
+            models and constructs of each lane).
 
     Raises:
         ExportTypeError: not a Module, non-tensor inputs.

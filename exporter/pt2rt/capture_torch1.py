@@ -41,7 +41,8 @@ from torch.overrides import TorchFunctionMode
 from .decompositions import training_decompositions
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
-from .graph_passes import bernoulli_out_of_place, drop_unused_batch_norm_stats
+from .graph_passes import (bernoulli_out_of_place, drop_unused_batch_norm_stats,
+                           slice_backward_sums_as_cat)
 from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
@@ -207,6 +208,8 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
         env[node] = new.node_copy(node, lambda x: env[x])
         if node.target is aten.sym_size and len(node.args) == 2:
             env[node].target = aten.sym_size.int  # 1.13 records the packet
+        elif node.target is aten.sym_stride and len(node.args) == 2:
+            env[node].target = aten.sym_stride.int
     new.output(tuple(env[v] if isinstance(v, fx.Node) else v for v, _ in new_out))
     new.eliminate_dead_code()
     new.lint()
@@ -301,6 +304,8 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
                 replay_args = [t.detach() for t in trace_args]
         g2 = _replay_functionalized(g1, replay_args, prov, "joint forward+backward", model,
                                     dynamic)
+        if dynamic is not None and slice_backward_sums_as_cat(g2.graph):
+            g2.recompile()   # select/split/unbind ran as slices (symbolic_autograd_torch1)
 
     in_desc = [w.descriptor() for w in weights] + [InputDescriptor.plain(i) for i in range(n_in)]
     plain_out = [OutputDescriptor.plain(i) for i in range(sig.num_outputs)]

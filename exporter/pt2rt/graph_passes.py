@@ -13,6 +13,9 @@ stays in the graph (the runtime's operator policy refuses ops writing to an argu
 tensor nothing else reads, ``bernoulli_.float(t, p)`` is ``bernoulli.p(t, p)``: the same
 kernel on a new tensor, the same numbers from the same generator.
 
+``slice_backward_sums_as_cat``: a sum of ``slice_backward``s tiling a dim is the ``cat`` of the
+pieces (see its docstring).
+
 ``zero_tangents_of_parameter_mutations``: AOTAutograd (torch 2.x) gives a parameter mutated in
 forward (``nn.Embedding(max_norm=...)``'s ``embedding_renorm_``) a tangent input in the
 backward graph, added to the parameter's gradient. A parameter that requires grad can only be
@@ -80,3 +83,104 @@ def zero_tangents_of_parameter_mutations(backward) -> None:
     backward.inputs[:] = keep
     backward.module.recompile()
     backward.check()
+
+
+_ADD = torch.ops.aten.add.Tensor
+_SLICE_BACKWARD = torch.ops.aten.slice_backward.default
+_CAT = torch.ops.aten.cat.default
+
+
+def slice_backward_sums_as_cat(graph: fx.Graph) -> int:
+    """Replaces each sum (a tree of ``aten.add.Tensor``) of ``aten.slice_backward`` nodes that
+    pad pieces of one size list along one dim, with static bounds tiling the dim, by
+    ``aten.cat`` of the pieces in order; returns how many sums it replaced.
+
+    Each slice_backward pads its piece with zeros to the full size, so the sum places every
+    piece where ``cat`` does: the same values (up to the sign of a zero: ``-0.0 + 0.0`` is
+    ``+0.0``), without T zero tensors of the full size for T pieces. Used on torch 1.13's
+    dynamic joint graphs, where ``symbolic_autograd_torch1`` runs ``select`` / ``split`` /
+    ``unbind`` as slices (eager's backward there is ``select_backward``, ``cat`` or ``stack``).
+    """
+    replaced = 0
+    for node in list(graph.nodes):
+        if not _is_add(node) or _absorbed(node):
+            continue
+        leaves = _add_leaves(node)
+        tiling = _tiling(leaves) if leaves else None
+        if tiling is None:
+            continue
+        dim, grads = tiling
+        with graph.inserting_before(node):
+            cat = graph.call_function(_CAT, (grads, dim))
+        cat.meta = dict(node.meta)
+        node.replace_all_uses_with(cat)
+        _erase_tree(graph, node)
+        replaced += 1
+    return replaced
+
+
+def _is_add(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target is _ADD and not node.kwargs \
+        and len(node.args) == 2
+
+
+def _absorbed(node: fx.Node) -> bool:
+    """``node`` is an inner node of a larger add tree (its only user is an add)."""
+    return len(node.users) == 1 and _is_add(next(iter(node.users)))
+
+
+def _add_leaves(node: fx.Node):
+    """The non-add operands of the add tree rooted at ``node`` (inner adds have one user), or
+    None if one is not a single-use slice_backward."""
+    leaves = []
+    for a in node.args:
+        if not isinstance(a, fx.Node):
+            return None
+        if _is_add(a) and len(a.users) == 1:
+            sub = _add_leaves(a)
+            if sub is None:
+                return None
+            leaves.extend(sub)
+        elif a.op == "call_function" and a.target is _SLICE_BACKWARD and len(a.users) == 1:
+            leaves.append(a)
+        else:
+            return None
+    return leaves
+
+
+def _tiling(leaves):
+    """``(dim, [piece, ...])`` ordered by start if the slice_backward ``leaves`` share sizes and
+    dim, have step 1 and static bounds tiling ``[0, size)``; else None."""
+    grad, sizes, dim, start, end, step = leaves[0].args
+    if not isinstance(dim, int) or not -len(sizes) <= dim < len(sizes) or \
+            not isinstance(sizes[dim], int):
+        return None
+    dim, size = dim % len(sizes), sizes[dim]
+    spans = []
+    for leaf in leaves:
+        g, s, d, a, b, st = leaf.args
+        if list(s) != list(sizes) or d % len(sizes) != dim or st != 1 or \
+                not isinstance(a, int) or not isinstance(b, int):
+            return None
+        a = a + size if a < 0 else a
+        b = b + size if b < 0 else min(b, size)
+        spans.append((a, b, g))
+    spans.sort(key=lambda t: t[0])
+    at = 0
+    for a, b, _ in spans:
+        if a != at or b <= a:
+            return None
+        at = b
+    return (dim, [g for _, _, g in spans]) if at == size else None
+
+
+def _erase_tree(graph: fx.Graph, node: fx.Node) -> None:
+    args = [a for a in node.args if isinstance(a, fx.Node)]
+    graph.erase_node(node)
+    for a in args:
+        if a.users:
+            continue
+        if _is_add(a):
+            _erase_tree(graph, a)
+        else:
+            graph.erase_node(a)

@@ -20,6 +20,13 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.native_batch_norm_backward``: like input, weight, weight.
 * ``aten.bernoulli_.float``, ``aten.div_.Tensor``, ``aten.mul_.Tensor`` (dropout's mask):
   in place, ``self`` (an in-place op's result has its self's shape).
+* ``aten.select.int``: ``self`` without ``dim``, a view (a negative index counts from the
+  end; the graph keeps it as given and ATen's kernel wraps it at run time, so a dynamic dim is
+  never fixed to its traced size) (aten/src/ATen/native/TensorShape.cpp).
+* ``aten.split.Tensor``, ``aten.unsafe_split.Tensor``, ``aten.unbind.int`` over a static dim:
+  the pieces as views (TensorShape.cpp); over a symbolic dim refused (the number of results
+  would depend on the size: a dynamic LSTM sequence length stops at ``aten.unbind.int``).
+* ``aten.slice_backward``, ``aten.select_backward``: a new tensor of the input's sizes.
 
 Functions whose C++ implementation reads concrete sizes run, while a capture traces, as
 equivalent Python (``SymbolicFunctions``, a ``TorchFunctionMode``):
@@ -27,10 +34,21 @@ equivalent Python (``SymbolicFunctions``, a ``TorchFunctionMode``):
 * ``F.dropout``: ATen's ``_dropout_impl`` (aten/src/ATen/native/Dropout.cpp) — the mask is
   ``empty_like(x).bernoulli_(1 - p)`` divided by ``1 - p`` and the result ``x * mask`` — the
   same values and RNG draws as the static capture; identity when not training or p == 0;
-* ``F.linear`` on inputs of >= 3 dims: ATen's ``linear`` / ``matmul`` fold (``_linear``);
-* ``Tensor.__getitem__`` with basic indices (slices with int bounds, ``None``, ``...``, ints
-  on static dims): ``aten.slice.Tensor`` / ``unsqueeze`` / slice + ``squeeze``, as
-  ``applySlicing`` (torch/csrc/autograd/python_variable_indexing.cpp) computes them.
+* ``F.linear`` on inputs of >= 3 dims: ATen's ``linear`` / ``matmul`` fold (``aten_linear``);
+* ``Tensor.__getitem__`` with basic indices (slices with int bounds, ``None``, ``...``, ints):
+  ``aten.slice.Tensor`` / ``unsqueeze`` / ``select.int`` (ints, on static and dynamic dims,
+  negative ones kept as given), as ``applySelect``/``applySlicing``
+  (torch/csrc/autograd/python_variable_indexing.cpp) compute them;
+* ``Tensor.chunk`` / ``torch.chunk``: ATen's ``chunk`` = ``split(ceil(size / chunks), dim)``
+  over a static dim (``chunk_as_split``); ``Tensor.unbind`` / ``torch.unbind`` over a static
+  dim;
+* ``torch.lstm`` (``nn.LSTM``): ``symbolic_rnn_torch1.lstm``, ATen's RNN.cpp CPU path.
+
+When autograd records, ``select``, ``split``, ``unbind`` and ``cat`` of those go through
+``symbolic_autograd_torch1`` (torch 1.13's autograd nodes for them read concrete sizes).
+``symbolic_dispatch_torch1.dispatch_patches`` adds what acts below the function level (Meta
+and CompositeImplicitAutograd Python kernels, e.g. ``chunk`` and ``dropout`` inside
+``F.multi_head_attention_forward``; SymInt truthiness and ``float``).
 
 An op still without a rule fails the export: ``no_symbolic_rule`` turns torch's error into an
 ``ExportError`` naming the op and saying that static shapes still work.
@@ -42,6 +60,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 
 import torch
 
+from . import symbolic_autograd_torch1 as autograd_ops
 from .errors import ExportError
 
 aten = torch.ops.aten
@@ -64,6 +83,12 @@ def _like_self(grad_output, self, *args, **kwargs):
     return self.new_empty(self.shape)
 
 
+def _scatter_backward(grad_output, input_sizes, *args):
+    # slice_backward / select_backward (torch's decompositions go through slice_scatter /
+    # select_scatter, without symbolic meta): a new tensor of the input's sizes
+    return grad_output.new_empty(input_sizes)
+
+
 def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
                                 save_invstd, train, eps, output_mask):
     channels = input.shape[1]
@@ -74,6 +99,55 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
 
 def _in_place(self, *args, **kwargs):
     return self
+
+
+def meta_select(self, dim, index):
+    """``aten.select.int``: a view without ``dim`` (aten/src/ATen/native/TensorShape.cpp
+    ``select``: a negative index counts from the end, wrapped by the kernel at run time, so the
+    graph keeps the index as given)."""
+    dim = dim % self.dim()
+    size = self.shape[dim]
+    if isinstance(size, int) and not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(self.shape)} at dimension {dim}")
+    start = index + size if index < 0 else index
+    sizes, strides = list(self.shape), list(self.stride())
+    offset = self.storage_offset() + start * strides[dim]
+    del sizes[dim], strides[dim]
+    return self.as_strided(sizes, strides, offset)
+
+
+def _static_size(self, dim, op):
+    dim = dim % self.dim()
+    size = self.shape[dim]
+    if not isinstance(size, int):
+        # the marker no_symbolic_rule recognises: the op is refused by name
+        raise RuntimeError(f"Cannot call sizes() on tensor with symbolic sizes/strides: {op} "
+                           f"over the symbolic dim {dim} (its number of results would depend "
+                           "on the size)")
+    return dim, size
+
+
+def meta_unbind(self, dim=0):
+    """``aten.unbind.int`` over a static dim: ``select(dim, i)`` for each i (TensorShape.cpp);
+    refused over a symbolic dim."""
+    dim, size = _static_size(self, dim, "unbind")
+    return [meta_select(self, dim, i) for i in range(size)]
+
+
+def meta_split(self, split_size, dim=0):
+    """``aten.split.Tensor`` / ``unsafe_split.Tensor`` over a static dim: views of ``split_size``
+    (the last one shorter) along ``dim`` (TensorShape.cpp ``split``); refused over a symbolic
+    dim."""
+    dim, size = _static_size(self, dim, "split")
+    strides = list(self.stride())
+    pieces = []
+    for start in range(0, size, split_size):
+        sizes = list(self.shape)
+        sizes[dim] = min(split_size, size - start)
+        pieces.append(self.as_strided(sizes, strides,
+                                      self.storage_offset() + start * strides[dim]))
+    return pieces
 
 
 def _rules() -> Dict[Any, Callable]:
@@ -87,13 +161,19 @@ def _rules() -> Dict[Any, Callable]:
         aten.avg_pool2d_backward.default: _like_self,
         aten._adaptive_avg_pool2d_backward.default: _like_self,
         aten.native_batch_norm_backward.default: _native_batch_norm_backward,
+        aten.select.int: meta_select,
+        aten.unsafe_split.Tensor: meta_split,
+        aten.split.Tensor: meta_split,
+        aten.unbind.int: meta_unbind,
+        aten.slice_backward.default: _scatter_backward,
+        aten.select_backward.default: _scatter_backward,
     }
 
 
 INT64_MAX = 2 ** 63 - 1
 
 
-def _dropout(input, p=0.5, training=True, inplace=False):
+def aten_dropout(input, p=0.5, training=True, inplace=False):
     if not training or p == 0:
         return input
     if p == 1:
@@ -136,52 +216,84 @@ def _basic_getitem(x: torch.Tensor, index: Any) -> Any:
             d += 1
         else:
             size = out.shape[d]
-            if not isinstance(size, int) or not -size <= i < size:
-                return NotImplemented     # a symbolic dim, or out of range: torch's own error
-            i = i % size
-            out = aten.slice.Tensor(out, d, i, i + 1, 1).squeeze(d)
+            if isinstance(size, int) and not -size <= i < size:
+                return NotImplemented     # out of range: torch's own IndexError
+            # applySelect: the index as given (negative too: aten::select wraps it at run
+            # time, so a dynamic dim is not fixed to the traced size)
+            out = autograd_ops.select(out, d, i)
     return out
 
 
-def _linear(input, weight, bias=None):
+def _unbind_function(x: torch.Tensor, dim: int = 0) -> Any:
+    """``unbind`` over a static dim (``symbolic_autograd_torch1.unbind``); NotImplemented over a
+    symbolic one (torch's own fails the export naming ``aten.unbind.int``)."""
+    if not isinstance(x.shape[dim], int):
+        return NotImplemented
+    return tuple(autograd_ops.unbind(x, dim))
+
+
+def chunk_as_split(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
+    """ATen's ``chunk`` (aten/src/ATen/native/TensorShape.cpp): ``split(ceil(size / chunks),
+    dim)`` on a static dim; NotImplemented on a symbolic one (its number of pieces would depend
+    on the size: torch's own fails the export naming ``chunk``)."""
+    size = x.shape[dim]
+    if not isinstance(size, int) or size == 0 or chunks <= 0:
+        return NotImplemented
+    return tuple(autograd_ops.split(x, (size + chunks - 1) // chunks, dim))
+
+
+def aten_linear(input, weight, bias=None):
     """ATen's ``linear`` (aten/src/ATen/native/Linear.cpp) for inputs of >= 3 dims: contiguous
     3-D with bias -> ``addmm`` on the [s0 * s1, s2] view; otherwise ``matmul``'s fold
-    (``reshape(-1, in).mm(weight.t())``, viewed back) then ``+ bias``."""
+    (``reshape(prod(leading sizes), in).mm(weight.t())``, ``_unsafe_view`` back) then
+    ``+ bias``."""
     if input.dim() == 3 and bias is not None and input.is_contiguous():
         s0, s1, s2 = input.shape
         out = torch.addmm(bias, input.view(s0 * s1, s2), weight.t())
         return out.view(s0, s1, out.shape[1])
     lead = list(input.shape[:-1])
-    out = input.reshape(-1, input.shape[-1]).mm(weight.t()).view(lead + [weight.shape[0]])
+    folded = 1
+    for s in lead:   # matmul folds with the product of the sizes, not -1
+        folded = folded * s
+    out = input.reshape(folded, input.shape[-1]).mm(weight.t())
+    out = aten._unsafe_view.default(out, lead + [weight.shape[0]])
     return out if bias is None else out + bias
 
 
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
-    """Runs ``F.dropout`` and basic ``Tensor.__getitem__`` as symbolic-friendly Python (see
-    the module docstring)."""
+    """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__``, ``chunk``, ``unbind`` and
+    ``torch.lstm`` as symbolic-friendly Python (see the module docstring)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.nn.functional.dropout:
-            return _dropout(*args, **kwargs)
+            return aten_dropout(*args, **kwargs)
         if func is torch.nn.functional.linear and args and args[0].dim() >= 3:
-            return _linear(*args, **kwargs)
+            return aten_linear(*args, **kwargs)
+        out = NotImplemented
         if func is torch.Tensor.__getitem__ and len(args) == 2 and not kwargs:
             out = _basic_getitem(*args)
-            if out is not NotImplemented:
-                return out
-        return func(*args, **kwargs)
+        elif func in (torch.Tensor.chunk, torch.chunk):
+            out = chunk_as_split(*args, **kwargs)
+        elif func in (torch.Tensor.unbind, torch.unbind):
+            out = _unbind_function(*args, **kwargs)
+        elif func is torch.lstm:
+            from .symbolic_rnn_torch1 import lstm
+            out = lstm(*args, **kwargs)
+        return func(*args, **kwargs) if out is NotImplemented else out
 
 
 @contextlib.contextmanager
 def symbolic_rules() -> Iterator[None]:
     """Adds pt2rt's rules to ``torch._meta_registrations.meta_table`` (not overriding torch's
-    own) for the duration of the ``with`` block."""
+    own), ``symbolic_dispatch_torch1.dispatch_patches`` and ``SymbolicFunctions`` for the
+    duration of the ``with`` block."""
     from torch._meta_registrations import meta_table
+    from .symbolic_dispatch_torch1 import dispatch_patches
     added = {op: fn for op, fn in _rules().items() if op not in meta_table}
     meta_table.update(added)
     try:
-        with SymbolicFunctions():
+        with dispatch_patches(), SymbolicFunctions():
             yield
     finally:
         for op in added:

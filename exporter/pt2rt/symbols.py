@@ -4,7 +4,8 @@ A capture with ``dynamic_shapes`` produces FX graphs whose ``meta['val']`` fake 
 sizes that are sympy expressions over the ShapeEnv's symbols (torch.fx.experimental.
 symbolic_shapes). ``SymbolTable`` numbers the root symbols (one per root ``Dim``, named after
 it), keeps their example value (hint) and range, and turns sympy expressions into
-``program_ir.SymExpr`` trees (Const, Symbol, Add, Mul, FloorDiv, Mod, CeilDiv, Max, Min).
+``program_ir.SymExpr`` trees (Const, Symbol, Add, Mul, FloorDiv, Mod, CeilDiv, Max, Min; a power
+with a positive integer exponent, e.g. an attention matrix's ``seq**2`` elements, as a product).
 """
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ class SymbolTable:
                                   "marked input dim (a data-dependent size?)")
             return SymExpr(SYMBOL, symbol=self.index_[e])
         name = type(e).__name__
+        if isinstance(e, sympy.Pow) and getattr(e.exp, "is_Integer", False) and int(e.exp) >= 1:
+            return _fold(MUL, [self.expr(e.base, what)] * int(e.exp))   # seq**2 = seq * seq
         ops = [self.expr(a, what) for a in e.args]
         if isinstance(e, sympy.Add):
             return _fold(ADD, ops)

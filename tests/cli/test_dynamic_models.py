@@ -17,13 +17,8 @@ from conftest import eager_train_step, save_tensors
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 # torch 1.13: models whose export stops at an op without a symbolic-shape rule
-# (exporter/pt2rt/symbolic_meta_torch1.py)
-REFUSED_ON_1_13 = {
-    "transformer": "torch 1.13: multi_head_attention_forward (its chunk of the packed "
-                   "in-projection) has no symbolic-shape rule",
-    "lstm": "torch 1.13: torch.lstm (ATen's C++ RNN reads concrete sizes) has no "
-            "symbolic-shape rule",
-}
+# (exporter/pt2rt/symbolic_meta_torch1.py); none of these any more
+REFUSED_ON_1_13 = {}
 
 
 def _case(name):

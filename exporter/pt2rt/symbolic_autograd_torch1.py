@@ -1,0 +1,94 @@
+"""``select``, ``split``, ``unbind`` and ``cat`` for a dynamic-shape capture on torch 1.13,
+whose autograd nodes cannot be recorded on symbolic sizes there.
+
+torch 1.13's generated autograd nodes ``SelectBackward0``, ``SqueezeBackward1``,
+``SplitBackward0``, ``UnsafeSplitBackward0`` (torch/csrc/autograd/generated/Functions.h) save
+``self.sizes()`` as ``std::vector<int64_t>``, ``CatBackward0`` its inputs' sizes,
+``UnbindBackward0`` reads its gradients' ``sizes()`` (``unbind_backward``,
+torch/csrc/autograd/FunctionsManual.cpp), and a custom ``torch.autograd.Function``'s outputs
+are described by ``VariableInfo`` (concrete sizes too): on a tensor with symbolic sizes they
+raise "Cannot call sizes() on tensor with symbolic sizes/strides" (torch 2 saves
+``sym_sizes``). ``SliceBackward0``, ``ViewBackward0`` and ``StackBackward0`` work. So:
+
+* no autograd recording (inference, an input that does not require grad) or only static
+  sizes: the ATen op itself (``select.int``, ``split.Tensor``, ``unsafe_split.Tensor``,
+  ``unbind.int``, ``cat``), as eager;
+* autograd recording on symbolic sizes: the same values from ops whose nodes take symbolic
+  sizes — ``select(x, d, i)`` = ``slice(x, d, i, i + 1)`` (``i = -1``: to the end) viewed
+  without ``d``; ``split(x, n, d)`` = ``slice(x, d, k * n, (k + 1) * n)`` per piece;
+  ``unbind(x, d)`` = ``select(x, d, i)`` for each ``i``; ``cat`` of pieces of one shape =
+  their ``stack`` viewed with the two dims merged. The forward values are the same elements;
+  the gradients the same values, exactly (``slice_backward`` pads a piece's gradient with
+  zeros where ``select_backward``, ``split_backward``'s ``cat`` or ``unbind_backward``'s
+  ``stack`` place it; the pieces' padded gradients are summed: ``g + 0``). The capture then
+  turns such sums back into ``cat`` (``graph_passes.slice_backward_sums_as_cat``).
+"""
+from __future__ import annotations
+
+from typing import Any, List
+
+import torch
+
+aten = torch.ops.aten
+INT64_MAX = 2 ** 63 - 1
+
+
+def _records(x: torch.Tensor) -> bool:
+    """Autograd records an op on ``x`` and ``x`` has a symbolic size."""
+    return torch.is_grad_enabled() and x.requires_grad and \
+        not all(isinstance(n, int) for n in x.shape)
+
+
+def select(x: torch.Tensor, dim: int, index: int) -> torch.Tensor:
+    """``x.select(dim, index)``; the index as given (a negative one counts from the end at run
+    time: ATen's ``select`` and ``slice`` wrap it, so a dynamic dim is not fixed)."""
+    if not _records(x):
+        return aten.select.int(x, dim, index)
+    dim = dim % x.dim()
+    end = INT64_MAX if index == -1 else index + 1
+    piece = aten.slice.Tensor(x, dim, index, end, 1)
+    return piece.view(list(x.shape[:dim]) + list(x.shape[dim + 1:]))
+
+
+def split(x: torch.Tensor, split_size: int, dim: int = 0, unsafe: bool = False) -> List[Any]:
+    """``aten.split.Tensor(x, split_size, dim)`` (``unsafe``: ``aten.unsafe_split.Tensor``) over a
+    static dim."""
+    if not _records(x):
+        op = aten.unsafe_split.Tensor if unsafe else aten.split.Tensor
+        return list(op(x, split_size, dim))
+    size = x.shape[dim]
+    return [aten.slice.Tensor(x, dim, start, min(start + split_size, size), 1)
+            for start in range(0, size, split_size)]
+
+
+def unbind(x: torch.Tensor, dim: int = 0) -> List[torch.Tensor]:
+    """``x.unbind(dim)`` over a static dim (``UnbindBackward0`` reads the gradients' concrete
+    sizes: when recording, one ``select`` per index)."""
+    if not _records(x):
+        return list(aten.unbind.int(x, dim))
+    return [select(x, dim, i) for i in range(x.shape[dim])]
+
+
+def _size_key(n: Any) -> Any:
+    return n if isinstance(n, int) else str(n.get_pyobj().expr)   # no guard recorded
+
+
+def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dim() == b.dim() and all(_size_key(x) == _size_key(y)
+                                      for x, y in zip(a.shape, b.shape))
+
+
+def cat(tensors: List[torch.Tensor], dim: int = 0) -> torch.Tensor:
+    """``torch.cat(tensors, dim)``. ``CatBackward0`` saves its inputs' concrete sizes: when
+    recording and the pieces have one shape, ``stack(tensors, dim)`` with ``dim`` and the new
+    dim merged by a view — the same elements in the same places (``StackBackward0`` saves only
+    ``dim``); pieces of different shapes stay ``cat`` (a symbolic size then fails the export
+    naming it)."""
+    if not any(_records(t) for t in tensors) or \
+            not all(_same_shape(tensors[0], t) for t in tensors[1:]):
+        return torch.cat(tensors, dim)
+    first = tensors[0]
+    dim = dim % first.dim()
+    sizes = list(first.shape)
+    sizes[dim] = sizes[dim] * len(tensors)
+    return torch.stack(tensors, dim).view(sizes)
