@@ -61,6 +61,7 @@ from .module_rewrites import capturable
 from .model_call import aliases_follow_substitution, fresh as _fresh, state_names
 from .model_call import training_mode as _mode
 from .provenance import MetaProvenance, user_stack_of
+from .rnn_ops import sequence_ops
 
 CAPTURE_NAME = "aot_export_joint_with_descriptors (torch 2.x)"
 
@@ -164,6 +165,8 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
                 aliases_follow_substitution(model), \
                 _without_onednn(), \
                 MetaProvenance(model).recording(), contextlib.ExitStack() as stack:
+            if dynamic is not None:  # nn.LSTM on a dynamic length: one pt2rt::lstm node
+                stack.enter_context(sequence_ops())
             jd = aot_export_joint_with_descriptors(
                 stack, model, tuple(args), kwargs,
                 decompositions=_decomposition_table(decompositions))
