@@ -304,12 +304,17 @@ uint64_t other_superlinear_work(const Call& c) {
     const uint64_t e = c.largest_elements();
     return sat_mul(e, log2_ceil(e));
   }
-  if (n == "lstm" || n == "gru" || n == "rnn_tanh" || n == "rnn_relu" || c.name_has("_cell")) {
-    const at::Tensor in = c.nth_tensor(0);
+  if (n == "lstm" || n == "lstm_backward" || n == "gru" || n == "rnn_tanh" || n == "rnn_relu" ||
+      c.name_has("_cell")) {
+    // Every step multiplies each of the T x B rows by every weight: T * B * sum(params) ~
+    // 4 * T * B * H * (I + H) * layers * directions multiply-adds (arguments other than the
+    // weights, counted too, only add). pt2rt::lstm_backward recomputes the forward, then
+    // differentiates it (about twice the forward's work): three times the forward.
+    const at::Tensor in = c.tensor("input").defined() ? c.tensor("input") : c.nth_tensor(0);
     const uint64_t steps = in.defined() ? u(in.numel()) / std::max<uint64_t>(last_dim(in), 1) : 1;
     uint64_t params = 0;
     c.each_arg_tensor([&](const at::Tensor& t) { params = sat_add(params, u(t.numel())); });
-    return sat_mul(std::max<uint64_t>(steps, 1), params);
+    return sat_mul(sat_mul(std::max<uint64_t>(steps, 1), params), n == "lstm_backward" ? 3 : 1);
   }
   if (c.name_has("embedding_bag")) {
     const at::Tensor w = c.tensor("weight"), idx = c.tensor("indices");
