@@ -80,7 +80,8 @@ class Recurrent(torch.nn.Module):
 
 
 class SeqClassifier(torch.nn.Module):
-    """One-layer LSTM (batch_first) + a linear head on the last hidden state h_n,
+    """One-layer LSTM (batch_first) + a linear head on the last hidden state h_n ([1, B, 16],
+    summed over its layer dim: torch 1.13's autograd cannot squeeze a symbolic-size tensor),
     x: float32[B, T, 8]."""
 
     def __init__(self):
@@ -91,12 +92,13 @@ class SeqClassifier(torch.nn.Module):
 
     def forward(self, x):
         _, (h, _) = self.lstm(x)
-        return self.head(h[-1])
+        return self.head(h.sum(0))
 
 
 class SeqTagger(torch.nn.Module):
     """Two stacked LSTMs, time-major: a 2-layer bidirectional one, then a 1-layer one over its
-    output; per-step tags plus a term of the first one's last hidden state,
+    output; per-step tags plus a term of the first one's final hidden states (summed over
+    layers and directions),
     x: float32[T, B, 8] -> [T, B, 4]."""
 
     def __init__(self):
@@ -111,7 +113,7 @@ class SeqTagger(torch.nn.Module):
     def forward(self, x):
         out, (h, _) = self.lstm(x)
         out, _ = self.lstm2(out)
-        return self.head(out) + self.state(h[-1])
+        return self.head(out) + self.state(h.sum(0))
 
 
 BATCH = pt2rt.Dim("batch", min=1, max=8)
