@@ -5,8 +5,10 @@ Why: ATen's ``lstm`` is CompositeImplicitAutograd — it loops over the time ste
 both captures (torch 2's ``aot_export_joint_with_descriptors``, torch 1.13's ``make_fx``) record
 the unrolled cells, which specialises the sequence length. When a dynamic-shape capture reaches
 ``torch.lstm`` (``_VF.lstm``, what ``nn.LSTM.forward`` calls) with a *symbolic* time dim,
-``sequence_ops()`` runs it as ``pt2rt::lstm`` instead, through an ``autograd.Function`` whose
-backward is ``pt2rt::lstm_backward``. Static captures and dynamic ones whose time dim is static
+``sequence_ops()`` runs it as ``pt2rt::lstm`` instead, differentiated by
+``pt2rt::lstm_backward``: on torch 2 through an ``autograd.Function``; on torch 1.13, whose
+``autograd.Function`` cannot return symbolic sizes, as a *cut* that the joint capture
+differentiates with ``grad`` (see ``lstm``). Static captures and dynamic ones whose time dim is static
 are untouched (the unrolled ATen graph, as before).
 
 Schemas (identical in the C++ runtime, runtime/native_ops.cpp)::
@@ -289,6 +291,13 @@ class SequenceOps(torch.overrides.TorchFunctionMode):
                 raise ExportError("pt2rt.export: dynamic_shapes: nn.LSTM on a PackedSequence is "
                                   "not supported; pass a padded tensor")
         return func(*args, **kwargs)
+
+
+def has_lstm(model: torch.nn.Module) -> bool:
+    """Whether ``model`` holds an ``nn.LSTM`` (torch 2's capture enters ``sequence_ops`` only
+    then: a TorchFunctionMode makes ``has_torch_function`` true, which turns off fast paths
+    such as ``nn.TransformerEncoderLayer``'s and would change other models' graphs)."""
+    return any(isinstance(m, torch.nn.LSTM) for m in model.modules())
 
 
 @contextlib.contextmanager
