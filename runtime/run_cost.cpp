@@ -328,6 +328,21 @@ uint64_t other_superlinear_work(const Call& c) {
   return 0;
 }
 
+/// pt2rt::lstm_backward recomputes the forward under autograd, which keeps every step's
+/// activations until the gradients are taken: per row (T x B) and layer-direction, the layer's
+/// input, the 4H gates and the cell and hidden states (~ I + 8H elements).
+uint64_t recurrent_scratch_bytes(const Call& c) {
+  if (c.name() != "lstm_backward") return 0;
+  const at::Tensor in = c.tensor("input");
+  const c10::IValue* hx = c.arg("hx");
+  if (!in.defined() || !hx || !hx->isTensorList() || hx->toTensorVector().empty()) return 0;
+  const at::Tensor h = hx->toTensorVector()[0];
+  if (h.dim() != 3) return 0;
+  const uint64_t rows = u(in.numel()) / std::max<uint64_t>(last_dim(in), 1);
+  const uint64_t per_row = sat_add(last_dim(in), sat_mul(8, u(h.size(2))));
+  return sat_mul(sat_mul(sat_mul(rows, u(h.size(0))), per_row), u(in.element_size()));
+}
+
 }  // namespace
 
 NodeCost node_cost(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
@@ -340,6 +355,7 @@ NodeCost node_cost(const c10::FunctionSchema& schema, const torch::jit::Stack& a
   if (!c.name_has("conv")) cost.work = sat_add(cost.work, pooling_work(c));
   cost.work = sat_add(cost.work, linear_algebra_work(c));
   cost.work = sat_add(cost.work, other_superlinear_work(c));
+  cost.scratch_bytes = std::max(cost.scratch_bytes, recurrent_scratch_bytes(c));
   return cost;
 }
 

@@ -139,7 +139,7 @@ TEST_CASE("rnn_ops: arguments that do not fit the LSTM layout are refused by nam
   fails(c, "num_layers 0");
 }
 
-TEST_CASE("rnn_ops: work estimate is T x B x weights, three times that for the backward",
+TEST_CASE("rnn_ops: work is T x B x weights (x3 for the backward), its activations scratch",
           "[rnn_ops]") {
   const Case c = make_case();
   const NativeOp* fwd = find_native_op("pt2rt::lstm", "");
@@ -157,6 +157,9 @@ TEST_CASE("rnn_ops: work estimate is T x B x weights, three times that for the b
   CHECK(f >= 15 * weights);  // T * B = 15 rows through every weight
   CHECK(f < 20 * weights);  // + the input and state elements, each once more
   CHECK(b >= 3 * 15 * weights);
+  // the recomputation's activations: 15 rows x 4 layer-directions x (6 + 8 x 7) floats
+  CHECK(node_cost(bwd->schema, bargs, bwd_out).scratch_bytes == 15 * 4 * (6 + 56) * 4);
+  CHECK(node_cost(fwd->schema, args, fwd_out).scratch_bytes == 0);
 }
 
 }  // namespace pt2rt
