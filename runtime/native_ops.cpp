@@ -9,6 +9,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "rnn_ops.h"
+
 namespace pt2rt {
 namespace {
 
@@ -216,6 +218,8 @@ Registry make_registry() {
   add("sym::gt(Scalar a, Scalar b) -> bool", &compare<Cmp::Gt>);
   add("sym::ge(Scalar a, Scalar b) -> bool", &compare<Cmp::Ge>);
   add("sym::sym_not(bool a) -> bool", &logical_not);
+  add(kLstmSchema, &lstm_kernel);
+  add(kLstmBackwardSchema, &lstm_backward_kernel);
   return r;
 }
 

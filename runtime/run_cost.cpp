@@ -304,12 +304,17 @@ uint64_t other_superlinear_work(const Call& c) {
     const uint64_t e = c.largest_elements();
     return sat_mul(e, log2_ceil(e));
   }
-  if (n == "lstm" || n == "gru" || n == "rnn_tanh" || n == "rnn_relu" || c.name_has("_cell")) {
-    const at::Tensor in = c.nth_tensor(0);
+  if (n == "lstm" || n == "lstm_backward" || n == "gru" || n == "rnn_tanh" || n == "rnn_relu" ||
+      c.name_has("_cell")) {
+    // Every step multiplies each of the T x B rows by every weight: T * B * sum(params) ~
+    // 4 * T * B * H * (I + H) * layers * directions multiply-adds (arguments other than the
+    // weights, counted too, only add). pt2rt::lstm_backward recomputes the forward, then
+    // differentiates it (about twice the forward's work): three times the forward.
+    const at::Tensor in = c.tensor("input").defined() ? c.tensor("input") : c.nth_tensor(0);
     const uint64_t steps = in.defined() ? u(in.numel()) / std::max<uint64_t>(last_dim(in), 1) : 1;
     uint64_t params = 0;
     c.each_arg_tensor([&](const at::Tensor& t) { params = sat_add(params, u(t.numel())); });
-    return sat_mul(std::max<uint64_t>(steps, 1), params);
+    return sat_mul(sat_mul(std::max<uint64_t>(steps, 1), params), n == "lstm_backward" ? 3 : 1);
   }
   if (c.name_has("embedding_bag")) {
     const at::Tensor w = c.tensor("weight"), idx = c.tensor("indices");
@@ -321,6 +326,21 @@ uint64_t other_superlinear_work(const Call& c) {
     return sat_mul(sat_mul(u(lp.size(0)), u(lp.size(1))), sat_add(sat_mul(u(tg.numel()), 2), 1));
   }
   return 0;
+}
+
+/// pt2rt::lstm_backward recomputes the forward under autograd, which keeps every step's
+/// activations until the gradients are taken: per row (T x B) and layer-direction, the layer's
+/// input, the 4H gates and the cell and hidden states (~ I + 8H elements).
+uint64_t recurrent_scratch_bytes(const Call& c) {
+  if (c.name() != "lstm_backward") return 0;
+  const at::Tensor in = c.tensor("input");
+  const c10::IValue* hx = c.arg("hx");
+  if (!in.defined() || !hx || !hx->isTensorList() || hx->toTensorVector().empty()) return 0;
+  const at::Tensor h = hx->toTensorVector()[0];
+  if (h.dim() != 3) return 0;
+  const uint64_t rows = u(in.numel()) / std::max<uint64_t>(last_dim(in), 1);
+  const uint64_t per_row = sat_add(last_dim(in), sat_mul(8, u(h.size(2))));
+  return sat_mul(sat_mul(sat_mul(rows, u(h.size(0))), per_row), u(in.element_size()));
 }
 
 }  // namespace
@@ -335,6 +355,7 @@ NodeCost node_cost(const c10::FunctionSchema& schema, const torch::jit::Stack& a
   if (!c.name_has("conv")) cost.work = sat_add(cost.work, pooling_work(c));
   cost.work = sat_add(cost.work, linear_algebra_work(c));
   cost.work = sat_add(cost.work, other_superlinear_work(c));
+  cost.scratch_bytes = std::max(cost.scratch_bytes, recurrent_scratch_bytes(c));
   return cost;
 }
 

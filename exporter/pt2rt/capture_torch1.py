@@ -38,6 +38,7 @@ import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import get_proxy_slots, make_fx
 from torch.overrides import TorchFunctionMode
 
+from . import rnn_ops
 from .decompositions import training_decompositions
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
@@ -279,14 +280,14 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
             state, user = flat[:n_w], flat[n_w:n_w + n_in]
             tang = flat[n_w + n_in:]
             args, kwargs = sig.split(list(user))
-            with _substituted(model, state_names, state):
+            # rnn_ops.cuts/grad: dynamic-length nn.LSTMs differentiate via pt2rt::lstm_backward
+            with _substituted(model, state_names, state), rnn_ops.cuts() as cuts:
                 outs, _ = _flat_outputs(model(*args, **kwargs), "forward()")
                 targets = [state[i] for i in trainable] + [user[i] for i in input_grads]
                 grads: Sequence[Optional[torch.Tensor]] = [None] * len(targets)
                 if targets and diff:
                     prov.hook_backward([outs[i] for i in diff])
-                    grads = torch.autograd.grad([outs[i] for i in diff], targets,
-                                                grad_outputs=list(tang), allow_unused=True)
+                    grads = rnn_ops.grad([outs[i] for i in diff], targets, list(tang), cuts)
             return tuple(outs) + tuple(grads)
 
         table = {**training_decompositions(), **(decompositions or {})}

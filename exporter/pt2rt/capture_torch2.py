@@ -26,7 +26,8 @@ the user's ``stack_trace`` on forward and backward nodes.
 
 Modules torch.nn implements with a data-dependent Python value but whose computation tensor
 ops can express run with pt2rt's forward during the capture (``module_rewrites.py``: BatchNorm
-with ``momentum=None``).
+with ``momentum=None``). ``nn.LSTM`` with a dynamic sequence length: one ``pt2rt::lstm`` node
+(``rnn_ops.py``).
 
 oneDNN (``torch.backends.mkldnn``) is disabled while tracing: composite ops that choose a
 backend in Python or C++ at trace time (``nn.LSTM``: ``mkldnn_rnn_layer``) then take their
@@ -61,6 +62,7 @@ from .module_rewrites import capturable
 from .model_call import aliases_follow_substitution, fresh as _fresh, state_names
 from .model_call import training_mode as _mode
 from .provenance import MetaProvenance, user_stack_of
+from .rnn_ops import has_lstm, sequence_ops
 
 CAPTURE_NAME = "aot_export_joint_with_descriptors (torch 2.x)"
 
@@ -164,6 +166,8 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
                 aliases_follow_substitution(model), \
                 _without_onednn(), \
                 MetaProvenance(model).recording(), contextlib.ExitStack() as stack:
+            if dynamic is not None and has_lstm(model):  # a dynamic length: one pt2rt::lstm
+                stack.enter_context(sequence_ops())
             jd = aot_export_joint_with_descriptors(
                 stack, model, tuple(args), kwargs,
                 decompositions=_decomposition_table(decompositions))

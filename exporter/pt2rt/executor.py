@@ -4,7 +4,8 @@ The check of the format before any C++ exists, and a debugging tool after. Each 
 looked up as ``torch.ops.<namespace>.<name>.<overload or "default">``; arguments are converted
 back to Python values (positional in order, kwarg_only by name; omitted trailing arguments take
 the schema defaults of the running torch); ``prim::getitem`` indexes a TensorList value and
-``sym::`` ops (dynamic shapes) compute on Python ints.
+``sym::`` ops (dynamic shapes) compute on Python ints; ``pt2rt::lstm`` /
+``pt2rt::lstm_backward`` are rnn_ops.py's dispatcher ops.
 Graph inputs and outputs are bound by descriptor, never by position.
 
 Errors: ``ExecutionError`` names the node (FX name, op, module), each tensor argument's dtype,
@@ -43,6 +44,9 @@ def resolve_op(op: Operator):
     if op.name in SYM_KERNELS:
         return SYM_KERNELS[op.name]
     ns, _, name = op.name.partition("::")
+    if ns == "pt2rt":  # pt2rt's own dispatcher ops (rnn_ops.py), defined on first use
+        from .rnn_ops import register
+        register()
     try:
         packet = getattr(getattr(torch.ops, ns), name)
         return getattr(packet, op.overload or "default")

@@ -1,8 +1,9 @@
 """Dynamic shapes on real models, end to end through export-cli (issue "dynamic shapes", Tests):
 torchvision resnet18 and mobilenet_v2 with a dynamic batch, an nn.TransformerEncoder with a
-dynamic batch *and* sequence length, an LSTM with a dynamic batch (a dynamic *sequence length*
-through an LSTM is refused at export: its training graph is unrolled over the time steps, so the
-capture specialises the length — test below). Each archive is
+dynamic batch *and* sequence length, an LSTM with a dynamic batch, and LSTMs (batch_first and
+time-major, 1-2 layers, bidirectional) with a dynamic batch *and sequence length* — captured as
+one ``pt2rt::lstm`` node with a recomputing ``pt2rt::lstm_backward`` (exporter/pt2rt/rnn_ops.py;
+dropout between layers in training mode is refused, test below). Each archive is
 exported once and run by `export-cli run` at three sizes including the range's min and max:
 eval outputs, and a training forward + backward (outputs, parameter gradients, buffers) vs
 eager PyTorch. Sizes outside a range are an InputError naming the input, dim and symbol."""
@@ -73,6 +74,43 @@ class Recurrent(torch.nn.Module):
         return self.head(out[:, -1])
 
 
+class SeqClassifier(torch.nn.Module):
+    """One-layer LSTM (batch_first) + a linear head on the last hidden state h_n ([1, B, 16],
+    summed over its layer dim: torch 1.13's autograd cannot squeeze a symbolic-size tensor),
+    x: float32[B, T, 8]."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lstm = torch.nn.LSTM(input_size=8, hidden_size=16, batch_first=True)
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        _, (h, _) = self.lstm(x)
+        return self.head(h.sum(0))
+
+
+class SeqTagger(torch.nn.Module):
+    """Two stacked LSTMs, time-major: a 2-layer bidirectional one, then a 1-layer one over its
+    output; per-step tags plus a term of the first one's final hidden states (summed over
+    layers and directions),
+    x: float32[T, B, 8] -> [T, B, 4]."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lstm = torch.nn.LSTM(input_size=8, hidden_size=12, num_layers=2,
+                                  bidirectional=True)
+        self.lstm2 = torch.nn.LSTM(input_size=24, hidden_size=10)
+        self.head = torch.nn.Linear(10, 4)
+        self.state = torch.nn.Linear(12, 4)
+
+    def forward(self, x):
+        out, (h, _) = self.lstm(x)
+        out, _ = self.lstm2(out)
+        return self.head(out) + self.state(h.sum(0))
+
+
 BATCH = pt2rt.Dim("batch", min=1, max=8)
 # mobilenet_v2 at batch 1 in training mode normalises 2x2 values per channel in its last blocks:
 # eager float32 itself is then 3e-3 off float64 in the stem's weight gradient (ill-conditioned)
@@ -89,11 +127,17 @@ CASES = {
                     [(1, 2, 16), (2, 7, 16), (8, 12, 16)], (2, 13, 16)),
     "lstm": (Recurrent, (2, 6, 8), ({0: BATCH},),
              [(1, 6, 8), (3, 6, 8), (8, 6, 8)], (9, 6, 8)),
+    "lstm_seq": (SeqClassifier, (2, 6, 8), ({0: BATCH, 1: SEQ},),
+                 [(1, 2, 8), (3, 7, 8), (8, 12, 8)], (2, 13, 8)),
+    "lstm_seq_tagger": (SeqTagger, (6, 2, 8), ({0: SEQ, 1: BATCH},),
+                        [(2, 1, 8), (7, 3, 8), (12, 8, 8)], (13, 2, 8)),
 }
 OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "mobilenet_v2": "dim 0: batch = 1 is outside [2, 8]",
                 "transformer": "dim 1: seq = 13 is outside [2, 12]",
-                "lstm": "dim 0: batch = 9 is outside [1, 8]"}
+                "lstm": "dim 0: batch = 9 is outside [1, 8]",
+                "lstm_seq": "dim 1: seq = 13 is outside [2, 12]",
+                "lstm_seq_tagger": "dim 0: seq = 13 is outside [2, 12]"}
 
 
 @pytest.fixture(scope="module", params=[_case(n) for n in sorted(CASES)])
@@ -158,10 +202,24 @@ def test_outside_the_range_is_an_input_error(cli, exported, tmp_path):
     assert f"input 0 (x) {OUT_OF_RANGE[name]}" in r.err, str(r)
 
 
-def test_lstm_dynamic_sequence_length_is_refused_by_name():
-    # torch 1.13 stops earlier, at the unrolling itself (an unbind over a symbolic length)
-    match = (r"input 'x' dim 1 \(seq\).*specialises" if TORCH2 else
-             r"aten\.unbind\.int has no symbolic-shape rule.*static shapes")
-    with pytest.raises(pt2rt.ExportError, match=match):
-        pt2rt.export(Recurrent(), (torch.randn(2, 6, 8),), dynamic_shapes=({1: SEQ},),
+def test_lstm_with_dynamic_length_is_one_node_per_lstm(exported):
+    name, _, path = exported
+    if not name.startswith("lstm_seq"):
+        pytest.skip("not a dynamic-length LSTM")
+    archive = pt2rt.load(str(path))
+    ops = {o.qualified() for o in archive.program.operators}
+    assert {"pt2rt::lstm", "pt2rt::lstm_backward"} <= ops, ops
+    assert not any("cell" in o or o == "aten::lstm" for o in ops), ops  # nothing unrolled
+
+
+def test_lstm_dropout_between_layers_in_training_is_refused_by_name():
+    lstm = torch.nn.LSTM(input_size=8, hidden_size=16, num_layers=2, dropout=0.25,
+                         batch_first=True)
+    with pytest.raises(pt2rt.ExportError,
+                       match=r"nn\.LSTM\(num_layers=2, dropout=0\.25\) in training mode.*"
+                             r"dynamic sequence length.*new dropout masks"):
+        pt2rt.export(lstm, (torch.randn(2, 6, 8),), dynamic_shapes=({1: SEQ},),
                      bundle_examples=False)
+    # eval only: no backward, no recomputation: exported
+    pt2rt.export(lstm, (torch.randn(2, 6, 8),), dynamic_shapes=({1: SEQ},), train=False,
+                 bundle_examples=False)

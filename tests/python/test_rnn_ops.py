@@ -1,0 +1,119 @@
+"""pt2rt::lstm / pt2rt::lstm_backward (exporter/pt2rt/rnn_ops.py): the kernels against eager
+autograd, the capture of nn.LSTM on a dynamic sequence length as one node (and only then), the
+reference executor's train step against eager, and the refusals."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import pt2rt
+from pt2rt import rnn_ops
+
+SEQ = pt2rt.Dim("seq", min=2, max=12)
+BATCH = pt2rt.Dim("batch", min=1, max=8)
+
+
+def _lstm_and_args(bidirectional, num_layers, batch_first, bias=True, T=5, B=3):
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(6, 7, num_layers=num_layers, bidirectional=bidirectional,
+                         batch_first=batch_first, bias=bias)
+    x = torch.randn(B, T, 6) if batch_first else torch.randn(T, B, 6)
+    dirs = 2 if bidirectional else 1
+    hx = [torch.randn(num_layers * dirs, B, 7), torch.randn(num_layers * dirs, B, 7)]
+    flags = (bias, num_layers, 0.0, True, bidirectional, batch_first)
+    return lstm, x, hx, flags
+
+
+@pytest.mark.parametrize("bidirectional,num_layers,batch_first,bias",
+                         [(False, 1, True, True), (True, 2, False, True),
+                          (False, 2, True, False)])
+def test_kernels_match_eager_autograd(bidirectional, num_layers, batch_first, bias):
+    rnn_ops.register()
+    lstm, x, hx, flags = _lstm_and_args(bidirectional, num_layers, batch_first, bias)
+    params = [p.detach() for p in lstm._flat_weights]
+    out = torch.ops.pt2rt.lstm.default(x, hx, params, *flags)
+    leaves = [t.clone().requires_grad_() for t in [x, *hx, *params]]
+    want = torch.lstm(leaves[0], leaves[1:3], leaves[3:], *flags)
+    for got, w in zip(out, want):
+        assert torch.equal(got, w.detach()) and got.is_contiguous()
+    g = [torch.randn_like(w) for w in want]
+    # grad_c_n None: counts as zeros
+    grads = torch.ops.pt2rt.lstm_backward.default(g[0], g[1], None, x, hx, params, *flags)
+    ref = torch.autograd.grad(want[:2], leaves, g[:2])
+    assert len(grads) == len(leaves)
+    for got, w, leaf in zip(grads, ref, leaves):
+        assert got.shape == leaf.shape
+        assert torch.equal(got, w)
+    none = torch.ops.pt2rt.lstm_backward.default(None, None, None, x, hx, params, *flags)
+    assert all(torch.equal(t, torch.zeros_like(leaf)) for t, leaf in zip(none, leaves))
+
+
+def test_kernel_refuses_dropout_between_layers_in_training():
+    rnn_ops.register()
+    lstm, x, hx, flags = _lstm_and_args(False, 2, False)
+    flags = (True, 2, 0.5, True, False, False)
+    with pytest.raises(RuntimeError, match="dropout between layers in training mode"):
+        torch.ops.pt2rt.lstm.default(x, hx, list(lstm._flat_weights), *flags)
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self, batch_first=True, proj_size=0):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lstm = torch.nn.LSTM(8, 16, num_layers=2, batch_first=batch_first,
+                                  proj_size=proj_size)
+        self.head = torch.nn.Linear(proj_size or 16, 3)
+
+    def forward(self, x):
+        out, (h, _) = self.lstm(x)
+        return self.head(out), h
+
+
+def _ops(exported):
+    return {o.qualified() for o in exported.program.operators}
+
+
+def test_dynamic_length_is_one_node_and_trains_like_eager(tmp_path):
+    model = Tagger()
+    exported = pt2rt.export(model, (torch.randn(2, 6, 8),),
+                            dynamic_shapes=({0: BATCH, 1: SEQ},), bundle_examples=False)
+    ops = _ops(exported)
+    assert {"pt2rt::lstm", "pt2rt::lstm_backward"} <= ops
+    assert not any("cell" in o for o in ops), ops
+    path = str(tmp_path / "tagger.pt2")
+    exported.save(path)
+    archive = pt2rt.load(path)
+    for shape in [(1, 2, 8), (4, 9, 8), (8, 12, 8)]:
+        x = torch.randn(*shape)
+        eager = copy.deepcopy(model).train()
+        outs = eager(x)
+        gs = [torch.randn_like(o) for o in outs]
+        torch.autograd.backward(outs, gs)
+        step = archive.train_step(x, grad_outputs=gs)
+        for got, want in zip(step.outputs, outs):
+            torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+        assert sorted(step.grads) == sorted(n for n, _ in eager.named_parameters())
+        for n, p in eager.named_parameters():
+            torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
+        with torch.no_grad():
+            want = copy.deepcopy(model).eval()(x)
+        for got, w in zip(archive.run_inference(x), want):
+            torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-6)
+
+
+def test_static_and_static_length_exports_keep_the_unrolled_graph():
+    model = Tagger()
+    static = pt2rt.export(model, (torch.randn(2, 6, 8),), bundle_examples=False)
+    assert not any(o.startswith("pt2rt::") for o in _ops(static))
+    if int(torch.__version__.split(".")[0]) >= 2:  # torch 1.13: batch-only is another helper's
+        batch_only = pt2rt.export(model, (torch.randn(2, 6, 8),), dynamic_shapes=({0: BATCH},),
+                                  bundle_examples=False)
+        assert not any(o.startswith("pt2rt::") for o in _ops(batch_only))
+
+
+def test_projections_with_a_dynamic_length_are_refused_by_name():
+    with pytest.raises(pt2rt.ExportError, match="proj_size"):
+        pt2rt.export(Tagger(proj_size=4), (torch.randn(2, 6, 8),),
+                     dynamic_shapes=({1: SEQ},), bundle_examples=False)
