@@ -1,7 +1,7 @@
 """Fixtures for the export-cli end-to-end tests (tests/cli, one ctest entry per file).
 
-Environment (set by tests/CMakeLists.txt): PT2RT_CLI (export-cli), PT2RT_FINETUNE (the
-finetune example), PYTHONPATH with exporter/ and tests/python. Archives are exported at
+Environment (set by tests/CMakeLists.txt): PT2RT_CLI (export-cli), PT2RT_FINETUNE and
+PT2RT_FINETUNE_DDP (the finetune examples), PYTHONPATH with exporter/ and tests/python. Archives are exported at
 test time with pt2rt.export from tests/python/models.py and examples/digits/model.py.
 
 Run one file by hand:
@@ -77,6 +77,24 @@ class Cli:
         for m in mentions:
             assert m in lines[0], f"stderr does not mention {m!r}:\n{r}"
         return r
+
+
+def run_ranks(cmd: Sequence, world: int = 2, timeout: float = 300) -> List[str]:
+    """Runs `cmd` as `world` local processes with torchrun's variables (RANK, WORLD_SIZE,
+    MASTER_ADDR=127.0.0.1, a free MASTER_PORT); asserts they all exit 0 and returns each
+    rank's stdout."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    procs = [subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(world),
+                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
+             for r in range(world)]
+    outs = [p.communicate(timeout=timeout) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    return [out for out, _ in outs]
 
 
 @pytest.fixture(scope="session")
