@@ -153,3 +153,23 @@ def eager_train_step(model: torch.nn.Module, args: tuple, grad_outputs: List[tor
     grads = {n: p.grad for n, p in m.named_parameters() if p.requires_grad}
     buffers = {n: b.detach().clone() for n, b in m.named_buffers()}
     return [o.detach() for o in outs], grads, buffers
+
+
+@dataclass
+class NamedOutputs:
+    """tests/python/signature_models.py's KwargsDict: forward(x, *, scale) -> {"logits":
+    [4, 4], "hidden": ([4, 8], [4])}, outputs named signature_models.OUTPUT_NAMES."""
+    path: Path         # schema 1.4: the names stored
+    path_1_3: Path     # the same archive as written before schema 1.4: no names ("[i]")
+    model: torch.nn.Module
+
+
+@pytest.fixture(scope="session")
+def named_outputs(tmp_path_factory) -> NamedOutputs:
+    import signature_models
+    work = tmp_path_factory.mktemp("named_outputs")
+    path = work / "kwargs_dict.pt2"
+    model = signature_models.export(str(path))
+    old = signature_models.rewrite(str(path), str(work / "kwargs_dict_1_3.pt2"),
+                                   signature_models.as_schema_1_3)
+    return NamedOutputs(path, Path(old), model)
