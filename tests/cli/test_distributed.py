@@ -338,6 +338,15 @@ def test_finetune_ddp_example_trains_every_sample_as_pytorch_ddp(tmp_path):
                            "--optimizer", "adam", "--seed", 0)
     got = pt2rt.load(str(out)).weights
     assert set(expected) == set(got)
+    # The conv biases feeding a BatchNorm have a zero gradient (training-mode BatchNorm
+    # subtracts the batch mean): what they get is rounding noise, which Adam turns into steps
+    # of up to about lr whatever its size, differently in two implementations. They, and the
+    # running means of the BatchNorms after them, are held to that bound (4 steps of lr 1e-3);
+    # nothing else depends on them (BatchNorm removes them), the rest matches to 1e-5.
+    noise = {"features.0.bias", "features.4.bias", "features.1.running_mean",
+             "features.5.running_mean"}
     for name, e in expected.items():
         assert not torch.equal(e, initial[name]) or "num_batches" in name, name
-        torch.testing.assert_close(got[name], e, rtol=1e-5, atol=1e-5, msg=name)
+        tol = 2 * 4 * 1e-3 if name in noise else 1e-5
+        torch.testing.assert_close(got[name], e, rtol=tol, atol=tol,
+                                   msg=lambda m: f"{name}: {m}")
