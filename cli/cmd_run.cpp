@@ -4,8 +4,10 @@
 //                  [--train] [--grad-outputs g.pt] [--grads grads.pt] [--buffers buffers.pt]
 //
 // Inputs come from a torch.save file (tuple or list of tensors) or, without --inputs, the
-// first bundled example. Outputs are written as a list of tensors; --grads as a dict
-// FQN -> gradient ("input:<i>" for user inputs), --buffers as a dict FQN -> value.
+// first bundled example. Each output is printed with its index and stored name
+// (Model::signature(): `output 0 ['logits']: float32[4, 10] ...`). Outputs are written as a
+// list of tensors; --grads as a dict FQN -> gradient ("input:<i>" for user inputs), --buffers
+// as a dict FQN -> value.
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "cli.h"
 #include "options.h"
 #include "pt2rt/model.h"
+#include "pt2rt/signature.h"
 #include "steps.h"
 #include "tensor_io.h"
 
@@ -90,8 +93,11 @@ int cmd_run(int argc, char** argv) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::cout << "input " << i << ": " << describe(inputs[i], true) << "\n";
   }
+  const auto& named = model.signature().outputs;  // the stored names: ['logits'], [1], output
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::cout << "output " << i << ": " << describe(outputs[i], true) << "\n";
+    std::cout << "output " << i << " "
+              << (i < named.size() ? named[i].name : positional_output_name(i)) << ": "
+              << describe(outputs[i], true) << "\n";
   }
   if (train) {
     std::cout << "gradients: " << grads.size() << " (";

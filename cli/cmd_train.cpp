@@ -20,7 +20,8 @@
 // a static one the remainder of each epoch is skipped (it changes with the shuffle) and eval
 // zero-pads the last batch, ignoring the padding (`--loss output` evaluates full batches only:
 // padded rows would enter the model's own loss). The loss (train_loss.h) is computed on user
-// output 0 or --output; an output the loss cannot use is refused before the first step.
+// output 0 or --output (index, stored output name or value name: train_loss.h); an output the
+// loss cannot use is refused before the first step.
 // --grad-accumulation K: one optimizer step per K batches (each batch's loss divided by the
 // number of batches in its group, so K batches of B give the gradient of one batch of K·B);
 // the epoch's last group may be shorter. --lr-schedule: lr_schedule.h, stepped per epoch.
@@ -153,8 +154,9 @@ int cmd_train(int argc, char** argv) {
       ("loss", "cross_entropy (int64 class targets or float probabilities), mse, or output "
                "(the model computes its loss in forward; the targets are its last input)",
        cxxopts::value<std::string>()->default_value("cross_entropy"))
-      ("output", "the user output the loss is computed on: its index or its name as inspect "
-                 "lists it (default: output 0)", cxxopts::value<std::string>())
+      ("output", "the user output the loss is computed on: its index, its stored name as "
+                 "inspect lists it (['logits'] or logits) or its graph value's name (default: "
+                 "output 0)", cxxopts::value<std::string>())
       ("grad-accumulation", "batches per optimizer step (gradients accumulated)",
        cxxopts::value<int64_t>()->default_value("1"))
       ("lr-schedule", "none, step (torch::optim::StepLR) or cosine (CosineAnnealingLR over "

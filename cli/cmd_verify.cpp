@@ -247,7 +247,7 @@ int cmd_verify(int argc, char** argv) {
     seed_generator();
     auto outputs = run_inference(model, inputs, nullptr);
     if (!example.references) {
-      const auto specs = sig ? user_outputs(*sig) : std::vector<UserValue>{};
+      const auto specs = sig ? user_outputs(program, *sig) : std::vector<UserValue>{};
       for (size_t i = 0; i < outputs.size(); ++i) {
         const TensorMeta* meta = i < specs.size() ? specs[i].meta : nullptr;
         table.add(name + " output[" + std::to_string(i) + "]",

@@ -22,6 +22,7 @@
 #include "c10_logging_compat.h"
 #include "cli.h"
 #include "pt2rt/distributed.h"
+#include "pt2rt/distributed_sampler.h"
 
 namespace pt2rt::cli {
 namespace dist = pt2rt::distributed;
@@ -230,20 +231,12 @@ int DistributedTraining::rank() const { return active() ? state_->group->rank() 
 int DistributedTraining::world_size() const { return active() ? state_->group->size() : 1; }
 
 int64_t DistributedTraining::local_count(int64_t n) const {
-  const int64_t w = world_size();
-  return (n + w - 1) / w;
+  return distributed::samples_per_rank(n, world_size());
 }
 
 at::Tensor DistributedTraining::shard(const at::Tensor& permutation) const {
-  const int64_t w = world_size();
-  if (w == 1) return permutation;
-  const int64_t n = permutation.size(0);
-  const int64_t total = local_count(n) * w;
-  at::Tensor padded = permutation;
-  while (padded.size(0) < total) {  // DistributedSampler: repeat the head
-    padded = at::cat({padded, permutation.slice(0, 0, total - padded.size(0))});
-  }
-  return padded.slice(0, rank(), total, w).contiguous();
+  if (world_size() == 1) return permutation;
+  return distributed::shard_indices(permutation, rank(), world_size());
 }
 
 std::vector<at::Tensor> DistributedTraining::forward(const std::vector<at::Tensor>& inputs) {

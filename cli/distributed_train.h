@@ -56,7 +56,8 @@ class DistributedTraining {
   int world_size() const;
   /// Samples this rank trains on per epoch out of `n` (ceil(n / world size)).
   int64_t local_count(int64_t n) const;
-  /// This rank's shard of an epoch's permutation of `n` indices (DistributedSampler).
+  /// This rank's shard of an epoch's permutation of `n` indices (DistributedSampler:
+  /// distributed::shard_indices, pt2rt/distributed_sampler.h).
   at::Tensor shard(const at::Tensor& permutation) const;
   /// model.forward, after the buffer broadcast (DDP's broadcast_buffers=True).
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs);

@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "cli.h"
-#include "signature.h"
+#include "graph_facts.h"
 
 extern char** environ;
 
 namespace pt2rt::cli {
 namespace {
+
+constexpr TypeSpelling kTypes = TypeSpelling::Expression;  // symbolic scalars: their expression
 
 /// A DOT string literal's content: quotes and backslashes escaped, control bytes as \xNN
 /// (printed literally, never interpreted), newlines as DOT's centred line break.
@@ -36,12 +38,6 @@ std::string dot_escape(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string value_type(const Program& program, const Value& v) {
-  if (v.kind == ValueKind::Tensor && v.meta) return meta_string(*v.meta, program);
-  if (v.kind == ValueKind::Tensor) return "Tensor";
-  return v.sym ? sym_expr_string(*v.sym, program) : "";
 }
 
 /// Every value id an argument reads (tensors, tensor lists, SymInt/SymFloat/SymBool refs).
@@ -84,7 +80,7 @@ void write_graph(std::ostream& out, const Program& program, const Graph& g, cons
     const Value* v = in.value < g.values.size() ? &g.values[in.value] : nullptr;
     out << "    " << id << " [shape=ellipse, style=filled, fillcolor=\"#dbe9f6\", label=\""
         << dot_escape(v ? "%" + v->name : "?") << "\\n" << dot_escape(in.descriptor.to_string())
-        << "\\n" << dot_escape(v ? value_type(program, *v) : "") << "\"];\n";
+        << "\\n" << dot_escape(v ? value_type(program, *v, kTypes) : "") << "\"];\n";
     producer[in.value] = id;
     if (in.descriptor.kind == InputKind::Saved) (*saved_in)[in.descriptor.idx] = id;
   }
@@ -96,7 +92,8 @@ void write_graph(std::ostream& out, const Program& program, const Graph& g, cons
                                        : "op #" + std::to_string(node.op));
     for (ValueId o : node.outputs) {
       if (o >= g.values.size()) continue;
-      label += "\\n" + dot_escape("%" + g.values[o].name + ": " + value_type(program, g.values[o]));
+      label += "\\n" +
+               dot_escape("%" + g.values[o].name + ": " + value_type(program, g.values[o], kTypes));
     }
     out << "    " << id << " [shape=box, label=\"" << label << "\"];\n";
     for (const Argument& arg : node.args) {
@@ -114,7 +111,7 @@ void write_graph(std::ostream& out, const Program& program, const Graph& g, cons
     out << "    " << id << " [shape=ellipse, style=filled, fillcolor=\""
         << (is_saved(o.descriptor.kind) ? "#f8d7d7" : "#dff2df") << "\", label=\""
         << dot_escape(o.descriptor.to_string()) << "\\n"
-        << (none ? "None" : dot_escape(value_type(program, g.values[o.value]))) << "\"];\n";
+        << (none ? "None" : dot_escape(value_type(program, g.values[o.value], kTypes))) << "\"];\n";
     if (!none) {
       auto it = producer.find(static_cast<ValueId>(o.value));
       if (it != producer.end()) out << "    " << it->second << " -> " << id << ";\n";

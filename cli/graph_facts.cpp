@@ -26,26 +26,23 @@ const std::string& value_name(const Graph& graph, int64_t id) {
   return graph.values[static_cast<size_t>(id)].name;
 }
 
+std::string value_type(const Program& program, const Value& value, TypeSpelling spelling) {
+  if (value.kind == ValueKind::Tensor) {
+    return value.meta ? meta_string(*value.meta, program) : to_string(value.kind);
+  }
+  if (spelling == TypeSpelling::Expression) {
+    return value.sym ? sym_expr_string(*value.sym, program) : "";
+  }
+  if (spelling == TypeSpelling::Schema && value.kind == ValueKind::TensorList) return "Tensor[]";
+  if (spelling == TypeSpelling::Schema && value.kind == ValueKind::OptionalTensorList) {
+    return "Tensor?[]";
+  }
+  return to_string(value.kind);
+}
+
 std::string value_type(const Program& program, const Graph& graph, int64_t id) {
   if (id < 0 || static_cast<size_t>(id) >= graph.values.size()) return "None";
-  const Value& v = graph.values[static_cast<size_t>(id)];
-  switch (v.kind) {
-    case ValueKind::Tensor:
-      return v.meta ? meta_string(*v.meta, program) : "Tensor";
-    case ValueKind::SymInt:
-      return "SymInt";
-    case ValueKind::SymFloat:
-      return "SymFloat";
-    case ValueKind::SymBool:
-      return "SymBool";
-    case ValueKind::None:
-      return "None";
-    case ValueKind::TensorList:
-      return "Tensor[]";
-    case ValueKind::OptionalTensorList:
-      return "Tensor?[]";
-  }
-  return "?";
+  return value_type(program, graph.values[static_cast<size_t>(id)], TypeSpelling::Schema);
 }
 
 std::string op_name(const Program& program, const Node& node) {

@@ -17,8 +17,19 @@ namespace pt2rt::cli {
 /// name), "<bad value id>" when out of range.
 const std::string& value_name(const Graph& graph, int64_t id);
 
-/// A value's type, readable: "float32[batch, 10]", "SymInt", "Tensor[]", "None" (also for
-/// id -1, a None output).
+/// How value_type spells a value that is not a tensor (a tensor is meta_string's
+/// "float32[batch, 10]" in every spelling, "Tensor" when it has no metadata).
+enum class TypeSpelling {
+  Schema,      ///< as an op schema writes it: "SymInt", "None", "Tensor[]", "Tensor?[]" (inspect)
+  Kind,        ///< to_string(ValueKind): "SymInt", "None", "TensorList", ... (profile)
+  Expression,  ///< a SymInt/SymFloat/SymBool's expression, "(2 * batch)"; else "" (DOT)
+};
+
+/// The one spelling of a graph value's type, built on meta_string and to_string(ValueKind).
+std::string value_type(const Program& program, const Value& value, TypeSpelling spelling);
+
+/// Value `id`'s type, TypeSpelling::Schema: "float32[batch, 10]", "SymInt", "Tensor[]",
+/// "None" (also for id -1, a None output, or any id out of range).
 std::string value_type(const Program& program, const Graph& graph, int64_t id);
 
 /// The op overload of `node`, as torch.export names it: "aten::addmm", "aten::add.Tensor".

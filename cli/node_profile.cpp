@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "signature.h"
+#include "graph_facts.h"
 
 namespace pt2rt::cli {
 namespace {
@@ -16,8 +16,7 @@ std::string outputs_string(const Program& program, const Node& node, const Graph
   std::string out;
   for (ValueId v : node.outputs) {
     if (!out.empty()) out += ", ";
-    const Value& value = graph.values[v];
-    out += value.meta ? meta_string(*value.meta, program) : std::string(to_string(value.kind));
+    out += value_type(program, graph.values[v], TypeSpelling::Kind);
   }
   return out;
 }

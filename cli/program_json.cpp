@@ -14,6 +14,7 @@ ordered_json user_values_json(const std::vector<UserValue>& values, const Progra
   ordered_json out = ordered_json::array();
   for (const auto& v : values) {
     ordered_json j = {{"index", v.index}, {"name", v.name}};
+    if (!v.output_name.empty()) j["output_name"] = v.output_name;  // outputs only
     if (v.meta) {
       j["dtype"] = dtype_name(v.meta->dtype);
       j["shape"] = shape_json(*v.meta, program);
@@ -43,7 +44,7 @@ ordered_json signature_json(const Program& program) {
                       {"trainable_elements", counts.trainable_elements}};
   if (const Graph* g = signature_graph(program)) {
     sig["inputs"] = user_values_json(user_inputs(*g), program);
-    sig["outputs"] = user_values_json(user_outputs(*g), program);
+    sig["outputs"] = user_values_json(user_outputs(program, *g), program);
   }
   return sig;
 }
@@ -180,7 +181,15 @@ ordered_json graph_inputs_json(const Program& program, const Graph& graph) {
 }
 
 ordered_json graph_outputs_json(const Program& program, const Graph& graph) {
-  return graph_io_json(program, graph, graph.outputs);
+  ordered_json out = graph_io_json(program, graph, graph.outputs);
+  const auto users = user_outputs(program, graph);  // Plain outputs: their stored names
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    const OutputDescriptor& d = graph.outputs[i].descriptor;
+    for (const auto& u : users) {
+      if (d.kind == OutputKind::Plain && u.index == d.idx) out[i]["output_name"] = u.output_name;
+    }
+  }
+  return out;
 }
 
 ordered_json summary_json(const ArchiveFacts& facts, const Program& program) {

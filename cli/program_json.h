@@ -13,7 +13,7 @@ namespace pt2rt::cli {
 
 /// The summary: path, archive_format, archive_version, archive_bytes, size (the
 /// size_breakdown parts), schema_version, producer, signature (weight counts, user inputs and
-/// outputs with dtype and shape), graphs (role, num_nodes, op_histogram, inputs and outputs
+/// outputs with dtype and shape; outputs also "output_name", the stored name: "['logits']"), graphs (role, num_nodes, op_histogram, inputs and outputs
 /// with descriptors), weights, weights_total_bytes, symbols, range_constraints, examples,
 /// metadata, entries.
 nlohmann::ordered_json summary_json(const ArchiveFacts& facts, const Program& program);
@@ -34,7 +34,8 @@ nlohmann::ordered_json descriptor_json(const OutputDescriptor& d);
 /// Op overload -> node count (op_histogram), as one object.
 nlohmann::ordered_json op_histogram_json(const Program& program, const Graph& graph);
 
-/// A graph's inputs or outputs: value_json of each plus its "descriptor".
+/// A graph's inputs or outputs: value_json of each plus its "descriptor"; a Plain output also
+/// its "output_name" (Program::output_names, "[i]" before schema 1.4).
 nlohmann::ordered_json graph_inputs_json(const Program& program, const Graph& graph);
 nlohmann::ordered_json graph_outputs_json(const Program& program, const Graph& graph);
 

@@ -148,8 +148,8 @@ void print_signature(std::ostream& out, const Program& program) {
       out << "  input " << in.index << " (" << in.name
           << "): " << (in.meta ? meta_string(*in.meta, program) : "non-tensor") << "\n";
     }
-    for (const auto& o : user_outputs(*g)) {
-      out << "  output " << o.index;
+    for (const auto& o : user_outputs(program, *g)) {
+      out << "  output " << o.index << " " << o.output_name;
       if (!o.name.empty()) out << " (" << o.name << ")";
       out << ": " << (o.meta ? meta_string(*o.meta, program) : "None/non-tensor") << "\n";
     }

@@ -30,7 +30,7 @@ std::vector<UserValue> user_inputs(const Graph& graph) {
   return out;
 }
 
-std::vector<UserValue> user_outputs(const Graph& graph) {
+std::vector<UserValue> user_outputs(const Program& program, const Graph& graph) {
   std::vector<UserValue> out;
   for (const auto& o : graph.outputs) {
     if (o.descriptor.kind == OutputKind::Plain) {
@@ -38,6 +38,12 @@ std::vector<UserValue> user_outputs(const Graph& graph) {
     }
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  // Every graph has the same user outputs in the same order (forward and inference): the
+  // names are the signature's, whichever graph this is.
+  const Signature sig = program_signature(program);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].output_name = i < sig.outputs.size() ? sig.outputs[i].name : positional_output_name(i);
+  }
   return out;
 }
 

@@ -18,11 +18,14 @@ struct UserValue {
   int64_t index = 0;                 ///< Plain descriptor index
   std::string name;                  ///< the graph value's name ("x"), "" for None outputs
   const TensorMeta* meta = nullptr;  ///< nullptr for non-tensor values or None outputs
+  /// Outputs: the stored output name (Program::output_names, a pytree keystr: "['logits']",
+  /// "[1]", "output"; "[i]" before schema 1.4, as Model::signature() names them). Inputs: "".
+  std::string output_name;
 };
 
-/// Plain(i) inputs / outputs of `graph`, sorted by i.
+/// Plain(i) inputs / outputs of `graph` (one of `program`'s graphs), sorted by i.
 std::vector<UserValue> user_inputs(const Graph& graph);
-std::vector<UserValue> user_outputs(const Graph& graph);
+std::vector<UserValue> user_outputs(const Program& program, const Graph& graph);
 
 /// Element counts of parameters (all, trainable) — from Program::weights.
 struct WeightCounts {

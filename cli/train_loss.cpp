@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/irange.h>
 
+#include <functional>
 #include <sstream>
 
 #include "cli.h"
@@ -14,7 +15,7 @@ namespace {
 
 std::string output_label(const UserValue& v, const Program& program) {
   std::ostringstream out;
-  out << "output " << v.index;
+  out << "output " << v.index << " " << v.output_name;
   if (!v.name.empty()) out << " (" << v.name << ")";
   out << " " << (v.meta ? meta_string(*v.meta, program) : std::string("(not a tensor)"));
   return out.str();
@@ -26,19 +27,63 @@ std::string list_outputs(const std::vector<UserValue>& outputs, const Program& p
   return text;
 }
 
+/// A one-level output name without its brackets and quotes: "['logits']" and "[\"logits\"]"
+/// -> "logits", "[1]" -> "1", ".field" -> "field"; anything else (a nested path, a bare
+/// word) unchanged.
+std::string bare_name(const std::string& name) {
+  const auto inner_has = [&](size_t from, size_t to, const char* chars) {
+    return name.substr(from, to - from).find_first_of(chars) != std::string::npos;
+  };
+  const size_t n = name.size();
+  for (const char quote : {'\'', '"'}) {
+    if (n >= 4 && name[0] == '[' && name[1] == quote && name[n - 2] == quote &&
+        name[n - 1] == ']' && !inner_has(2, n - 2, quote == '"' ? "\"" : "'")) {
+      return name.substr(2, n - 4);
+    }
+  }
+  if (n >= 3 && name[0] == '[' && name[n - 1] == ']' &&
+      name.find_first_not_of("0123456789", 1) == n - 1) {
+    return name.substr(1, n - 2);
+  }
+  if (n >= 2 && name[0] == '.' && !inner_has(1, n, ".[]")) return name.substr(1);
+  return name;
+}
+
+/// The output `spec` names, trying in turn: its index, its stored name as written
+/// ("['logits']"), the stored name without brackets and quotes ("logits"), the graph value's
+/// name (inspect's "(mul)"). The first of these that some output matches decides; two outputs
+/// matching it is an error.
 size_t find_output(const std::vector<UserValue>& outputs, const std::string& spec,
                    const Program& program) {
-  for (const auto i : c10::irange(outputs.size())) {
-    if (outputs[i].name == spec || std::to_string(outputs[i].index) == spec) return i;
+  const std::vector<std::function<bool(const UserValue&)>> ways = {
+      [&](const UserValue& o) { return std::to_string(o.index) == spec; },
+      [&](const UserValue& o) { return o.output_name == spec; },
+      [&](const UserValue& o) { return bare_name(o.output_name) == bare_name(spec); },
+      [&](const UserValue& o) { return !o.name.empty() && o.name == spec; },
+  };
+  for (const auto& matches : ways) {
+    std::vector<size_t> found;
+    for (const auto i : c10::irange(outputs.size())) {
+      if (matches(outputs[i])) found.push_back(i);
+    }
+    if (found.size() == 1) return found[0];
+    if (found.size() > 1) {
+      throw UsageError("--output " + spec + " could be " +
+                       output_label(outputs[found[0]], program) + " or " +
+                       output_label(outputs[found[1]], program) +
+                       "; give the index or the name as inspect lists it");
+    }
   }
-  throw UsageError("--output " + spec + " names no output of the model; its outputs: " +
+  throw UsageError("--output " + spec +
+                   " names no output of the model (give an index or an output name as "
+                   "`export-cli inspect` lists it); its outputs: " +
                    list_outputs(outputs, program));
 }
 
 /// Dim `d` of the output is known to differ from `size`.
 bool differs(const Dim& d, int64_t size) { return d.is_static() && d.value != size; }
 
-/// The one-line refusal: "--loss mse cannot use output 1 (argmax) int64[4]: <why>".
+/// The one-line refusal: "--loss mse cannot use output 1 [1] (argmax) int64[4]: <why>".
 [[noreturn]] void refuse(const std::string& loss, const std::string& label, const std::string& why,
                          bool several_outputs) {
   throw UsageError("--loss " + loss + " cannot use " + label + ": " + why +
@@ -72,7 +117,7 @@ LossSpec choose_loss(const Program& program, const std::string& loss,
         (inputs.size() > 1 ? "; write the inputs as a tuple: ((input_0, input_1, ...), targets)"
                            : ""));
   }
-  const auto outputs = user_outputs(*graph);
+  const auto outputs = user_outputs(program, *graph);
   if (outputs.empty()) throw UsageError("the model has no user outputs to train on");
   LossSpec spec;
   spec.kind = loss;

@@ -26,16 +26,19 @@ namespace pt2rt::cli {
 struct LossSpec {
   std::string kind = "cross_entropy";  ///< cross_entropy | mse | output
   size_t output = 0;                   ///< position among the user outputs (Plain index order)
-  std::string label;                   ///< "output 0 (mul) float32[4, 6]", for messages
+  std::string label;                   ///< "output 0 ['logits'] (mul) float32[4, 6]"
 };
 
 /// @throws UsageError unless `loss` is cross_entropy, mse or output.
 void check_loss_kind(const std::string& loss);
 
-/// Validates `--loss` and `--output` (an index among the user outputs, or the output's name as
-/// `export-cli inspect` lists it) against the archive's training signature (the forward graph)
+/// Validates `--loss` and `--output` against the archive's training signature (the forward graph)
 /// and `data`: input count, the output's dtype and shape vs the loss and the targets.
 /// `batch` is the batch size the run uses (dim 0 of every input and of the output).
+/// `--output` names one user output as `export-cli inspect` lists it: its index ("1"), its
+/// stored name (Program::output_names, with or without brackets and quotes: "['logits']" or
+/// "logits"; "[1]" or "1"; ".field" or "field") or its graph value's name ("mul"); without it,
+/// output 0. A name two outputs answer to, or none does, is a UsageError listing the outputs.
 /// @throws UsageError naming the option, the output and why it cannot be used.
 LossSpec choose_loss(const Program& program, const std::string& loss,
                      const std::optional<std::string>& output, const Dataset& data, int64_t batch);

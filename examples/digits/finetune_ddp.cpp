@@ -5,14 +5,23 @@
 //   RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 finetune_ddp m.pt2 train.pt test.pt tuned.pt2 &
 //   RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 finetune_ddp m.pt2 train.pt test.pt tuned.pt2
 //
-// Each rank trains on its own slice of every epoch's shuffle (the same seed everywhere);
-// DataParallel averages the gradients, so every rank holds the same parameters; rank 0
-// evaluates and saves.
+// Every sample is trained every epoch, split as torch.utils.data.DistributedSampler(shuffle,
+// drop_last=False) splits it (https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler):
+// the epoch's shuffle (one generator seeded once, the same on every rank, as export-cli train)
+// is padded by wrapping around to ceil(N / world) samples per rank, and rank r takes
+// positions r, r + world, ... So every rank runs the same number of batches of the same sizes
+// (the last one partial: the archive has a dynamic batch), and the mean of the ranks' mean
+// gradients that DataParallel computes is the mean over the global batch, as with PyTorch's
+// DistributedDataParallel. Every rank then holds the same parameters; rank 0 evaluates on
+// the whole test split and saves.
 #include <pt2rt/distributed.h>
+#include <pt2rt/distributed_sampler.h>  // shard_indices: DistributedSampler's split
 #include <pt2rt/model.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -39,14 +48,15 @@ int main(int argc, char** argv) try {
   pt2rt::distributed::DataParallel ddp(model, group);  // parameters and buffers from rank 0
   const int rank = group.rank(), world = group.size();
 
-  torch::manual_seed(0);  // the same shuffle on every rank
+  at::Generator shuffle = at::detail::createCPUGenerator(0);  // the same seed on every rank
   torch::optim::Adam optimizer(model.parameters(), torch::optim::AdamOptions(1e-3));
-  const int64_t per_rank = x.size(0) / world;
   for (int epoch = 1; epoch <= (argc > 5 ? std::stoi(argv[5]) : 5); ++epoch) {
     model.train();
-    auto mine = torch::randperm(x.size(0)).slice(0, rank * per_rank, (rank + 1) * per_rank);
-    for (int64_t i = 0; i + kBatch <= per_rank; i += kBatch) {
-      auto idx = mine.slice(0, i, i + kBatch);
+    const auto mine =
+        pt2rt::distributed::shard_indices(torch::randperm(x.size(0), shuffle), rank, world);
+    const int64_t count = mine.size(0);  // ceil(N / world), on every rank
+    for (int64_t i = 0; i < count; i += kBatch) {  // the last batch may be partial
+      auto idx = mine.slice(0, i, std::min(i + kBatch, count));
       auto loss = torch::cross_entropy_loss(ddp.forward({x.index_select(0, idx)})[0],
                                             y.index_select(0, idx));
       optimizer.zero_grad();
@@ -61,13 +71,15 @@ int main(int argc, char** argv) try {
     const auto [xt, yt] = read(argv[3]);
     model.eval();
     c10::InferenceMode guard;
-    int64_t correct = 0, seen = 0;
-    for (int64_t i = 0; i + kBatch <= xt.size(0); i += kBatch, seen += kBatch) {
-      correct += model.forward({xt.slice(0, i, i + kBatch)})[0].argmax(1).eq(
-          yt.slice(0, i, i + kBatch)).sum().item<int64_t>();
+    int64_t correct = 0;
+    for (int64_t i = 0; i < xt.size(0); i += kBatch) {  // every sample, the last batch partial
+      const int64_t end = std::min(i + kBatch, xt.size(0));
+      correct += model.forward({xt.slice(0, i, end)})[0].argmax(1).eq(yt.slice(0, i, end))
+                     .sum().item<int64_t>();
     }
-    std::cout << "ranks " << world << "  test accuracy " << double(correct) / double(seen)
-              << " (full batches)  all-reduce " << ddp.all_reduce_seconds() << " s\n";
+    std::cout << "ranks " << world << "  test accuracy " << double(correct) / double(xt.size(0))
+              << " (" << xt.size(0) << " samples)  all-reduce " << ddp.all_reduce_seconds()
+              << " s\n";
     model.save(argv[4]);  // atomic: temp file, fsync, rename
     std::cout << "saved " << argv[4] << "\n";
   }

@@ -1,7 +1,7 @@
 """Fixtures for the export-cli end-to-end tests (tests/cli, one ctest entry per file).
 
-Environment (set by tests/CMakeLists.txt): PT2RT_CLI (export-cli), PT2RT_FINETUNE (the
-finetune example), PYTHONPATH with exporter/ and tests/python. Archives are exported at
+Environment (set by tests/CMakeLists.txt): PT2RT_CLI (export-cli), PT2RT_FINETUNE and
+PT2RT_FINETUNE_DDP (the finetune examples), PYTHONPATH with exporter/ and tests/python. Archives are exported at
 test time with pt2rt.export from tests/python/models.py and examples/digits/model.py.
 
 Run one file by hand:
@@ -79,6 +79,24 @@ class Cli:
         return r
 
 
+def run_ranks(cmd: Sequence, world: int = 2, timeout: float = 300) -> List[str]:
+    """Runs `cmd` as `world` local processes with torchrun's variables (RANK, WORLD_SIZE,
+    MASTER_ADDR=127.0.0.1, a free MASTER_PORT); asserts they all exit 0 and returns each
+    rank's stdout."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    procs = [subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(world),
+                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
+             for r in range(world)]
+    outs = [p.communicate(timeout=timeout) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    return [out for out, _ in outs]
+
+
 @pytest.fixture(scope="session")
 def cli() -> Cli:
     return Cli(_tool("PT2RT_CLI", "cli/export-cli"))
@@ -135,3 +153,23 @@ def eager_train_step(model: torch.nn.Module, args: tuple, grad_outputs: List[tor
     grads = {n: p.grad for n, p in m.named_parameters() if p.requires_grad}
     buffers = {n: b.detach().clone() for n, b in m.named_buffers()}
     return [o.detach() for o in outs], grads, buffers
+
+
+@dataclass
+class NamedOutputs:
+    """tests/python/signature_models.py's KwargsDict: forward(x, *, scale) -> {"logits":
+    [4, 4], "hidden": ([4, 8], [4])}, outputs named signature_models.OUTPUT_NAMES."""
+    path: Path         # schema 1.4: the names stored
+    path_1_3: Path     # the same archive as written before schema 1.4: no names ("[i]")
+    model: torch.nn.Module
+
+
+@pytest.fixture(scope="session")
+def named_outputs(tmp_path_factory) -> NamedOutputs:
+    import signature_models
+    work = tmp_path_factory.mktemp("named_outputs")
+    path = work / "kwargs_dict.pt2"
+    model = signature_models.export(str(path))
+    old = signature_models.rewrite(str(path), str(work / "kwargs_dict_1_3.pt2"),
+                                   signature_models.as_schema_1_3)
+    return NamedOutputs(path, Path(old), model)

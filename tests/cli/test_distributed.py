@@ -14,7 +14,7 @@ import torch
 
 import models
 import pt2rt
-from conftest import save_tensors
+from conftest import run_ranks, save_tensors
 
 LR = "0.1"
 
@@ -269,10 +269,9 @@ def test_option_errors(cli, mlp, tmp_path):
                         mentions=["MASTER_ADDR is not set", "--master-addr"])
 
 
-def test_digits_cnn_matches_pytorch_ddp(cli, tmp_path):
-    """BatchNorm: per-rank batch statistics and rank 0's buffers broadcast each step, so 2 x B
-    is not one batch of 2B — compared with PyTorch's own DistributedDataParallel (Gloo)."""
-    import subprocess as sp
+def digits_cnn(tmp_path, batch: int, samples: int, dynamic: bool = False):
+    """examples/digits DigitsCNN (seed 0) exported at `batch` (dynamic: any batch in
+    [1, 64]), its state_dict saved for ddp_reference.py, and `samples` random samples."""
     import sys
 
     from conftest import ROOT
@@ -283,20 +282,71 @@ def test_digits_cnn_matches_pytorch_ddp(cli, tmp_path):
     model = DigitsCNN()
     init = tmp_path / "init.pt"
     torch.save(model.state_dict(), init)
-    archive = tmp_path / "digits_b8.pt2"
-    pt2rt.export(model, (torch.randn(8, 1, 8, 8),), bundle_examples=False).save(str(archive))
+    archive = tmp_path / "digits.pt2"
+    shapes = {"x": {0: pt2rt.Dim("batch", min=1, max=64)}} if dynamic else None
+    pt2rt.export(model, (torch.randn(batch, 1, 8, 8),), dynamic_shapes=shapes,
+                 bundle_examples=False).save(str(archive))
     torch.manual_seed(1)
-    data = save_tensors(tmp_path / "data.pt",
-                        (torch.randn(80, 1, 8, 8), torch.randint(0, 10, (80,))))
+    data = save_tensors(tmp_path / "data.pt", (torch.randn(samples, 1, 8, 8),
+                                               torch.randint(0, 10, (samples,))))
+    return model.state_dict(), init, archive, data
+
+
+def pytorch_ddp(tmp_path, init, data, *options) -> dict:
+    """rank 0's state_dict after tests/cli/ddp_reference.py (PyTorch's DDP, 2 processes)."""
+    import subprocess as sp
+    import sys
+
+    from conftest import ROOT
+    ref = tmp_path / "ddp.pt"
+    sp.run([sys.executable, ROOT / "tests" / "cli" / "ddp_reference.py", init, data, ref,
+            *map(str, options)], check=True, timeout=300)
+    return torch.load(str(ref))
+
+
+def test_digits_cnn_matches_pytorch_ddp(cli, tmp_path):
+    """BatchNorm: per-rank batch statistics and rank 0's buffers broadcast each step, so 2 x B
+    is not one batch of 2B — compared with PyTorch's own DistributedDataParallel (Gloo)."""
+    initial, init, archive, data = digits_cnn(tmp_path, batch=8, samples=80)
     out = tmp_path / "tuned.pt2"
     cli.ok("train", archive, "--data", data, "--batch-size", 8, "--lr", "0.05", "--momentum",
            "0.9", "--seed", 4, "--nproc-per-node", 2, "--save", out)  # 40 per rank: 5 steps
-    ref = tmp_path / "ddp.pt"
-    sp.run([sys.executable, ROOT / "tests" / "cli" / "ddp_reference.py", init, data, "8", "5",
-            "0.05", "0.9", "4", ref], check=True, timeout=300)
-    expected = torch.load(str(ref))
+    expected = pytorch_ddp(tmp_path, init, data, "--batch", 8, "--epochs", 1, "--lr", 0.05,
+                           "--momentum", 0.9, "--seed", 4)
     got = pt2rt.load(str(out)).weights
     assert set(expected) == set(got)
     for name, e in expected.items():
-        assert not torch.equal(e, model.state_dict()[name]) or "num_batches" in name, name
+        assert not torch.equal(e, initial[name]) or "num_batches" in name, name
         torch.testing.assert_close(got[name], e, rtol=1e-5, atol=1e-5, msg=name)
+
+
+@pytest.mark.skipif("PT2RT_FINETUNE_DDP" not in os.environ,
+                    reason="examples not built (PT2RT_FINETUNE_DDP unset)")
+def test_finetune_ddp_example_trains_every_sample_as_pytorch_ddp(tmp_path):
+    """examples/digits/finetune_ddp.cpp (Adam, lr 1e-3, batches of 32, generator seed 0) on 69
+    samples over 2 ranks for 2 epochs: DistributedSampler pads to 35 per rank (one sample
+    twice), so each epoch is a batch of 32 and a partial batch of 3 on every rank — the same
+    training as PyTorch's DDP on DistributedSampler's split (ddp_reference.py)."""
+    initial, init, archive, data = digits_cnn(tmp_path, batch=32, samples=69, dynamic=True)
+    torch.manual_seed(2)
+    test = save_tensors(tmp_path / "test.pt", (torch.randn(45, 1, 8, 8),
+                                               torch.randint(0, 10, (45,))))
+    out = tmp_path / "tuned.pt2"
+    rank0 = run_ranks([os.environ["PT2RT_FINETUNE_DDP"], archive, data, test, out, 2])[0]
+    assert re.search(r"ranks 2  test accuracy \S+ \(45 samples\)", rank0), rank0
+    expected = pytorch_ddp(tmp_path, init, data, "--batch", 32, "--epochs", 2, "--lr", 0.001,
+                           "--optimizer", "adam", "--seed", 0)
+    got = pt2rt.load(str(out)).weights
+    assert set(expected) == set(got)
+    # The conv biases feeding a BatchNorm have a zero gradient (training-mode BatchNorm
+    # subtracts the batch mean): what they get is rounding noise, which Adam turns into steps
+    # of up to about lr whatever its size, differently in two implementations. They, and the
+    # running means of the BatchNorms after them, are held to that bound (4 steps of lr 1e-3);
+    # nothing else depends on them (BatchNorm removes them), the rest matches to 1e-5.
+    noise = {"features.0.bias", "features.4.bias", "features.1.running_mean",
+             "features.5.running_mean"}
+    for name, e in expected.items():
+        assert not torch.equal(e, initial[name]) or "num_batches" in name, name
+        tol = 2 * 4 * 1e-3 if name in noise else 1e-5
+        torch.testing.assert_close(got[name], e, rtol=tol, atol=tol,
+                                   msg=lambda m: f"{name}: {m}")

@@ -46,7 +46,7 @@ def test_inspect_prints_symbolic_shapes_and_ranges(cli, mlp_archive):
     _, path = mlp_archive
     r = cli.ok("inspect", path)
     assert "input 0 (input): float32[batch, 2, 4]" in r.out, r.out
-    assert re.search(r"^  output 0 \(\w+\): float32\[batch, 3\]$", r.out, re.M), r.out
+    assert re.search(r"^  output 0 output \(\w+\): float32\[batch, 3\]$", r.out, re.M), r.out
     assert "1 <= batch <= 64" in r.out, r.out
     # the structured graph keeps the symbolic dims by name, on inputs, nodes and outputs
     j = json.loads(cli.ok("inspect", path, "--graph", "forward", "--json").out)

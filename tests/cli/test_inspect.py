@@ -31,7 +31,8 @@ def test_text_summary_is_concise(cli, archives):
     assert f"torch {torch.__version__}" in out
     # the signature: user inputs and outputs with name, dtype and shape
     assert "input 0 (x): float32[4, 1, 16, 16]" in out
-    assert re.search(r"^  output 0 \(\w+\): float32\[4, 10\]$", out, re.M), out
+    # output 0 with its stored name (a lone tensor: "output") and its graph value's name
+    assert re.search(r"^  output 0 output \(\w+\): float32\[4, 10\]$", out, re.M), out
     assert "range constraints: none" in out
     params = dict(a.model.named_parameters())
     buffers = dict(a.model.named_buffers())
@@ -127,6 +128,32 @@ def test_two_inputs_two_outputs(cli, archives):
     assert [i["shape"] for i in ins] == [list(t.shape) for t in a.args]
     eager = a.model(*a.args)
     assert [o["dtype"] for o in outs] == [str(t.dtype).replace("torch.", "") for t in eager]
+
+
+def test_output_names(cli, named_outputs):
+    """Schema 1.4 output names next to the index, in text and JSON (signature and graphs);
+    an archive written before 1.4 shows the positional names Model::signature() gives."""
+    import signature_models
+    out = cli.ok("inspect", named_outputs.path).out
+    shapes = ["float32[4, 4]", "float32[4, 8]", "float32[4]"]
+    for i, (name, shape) in enumerate(zip(signature_models.OUTPUT_NAMES, shapes)):
+        line = rf"^  output {i} {re.escape(name)} \(\w+\): {re.escape(shape)}$"
+        assert re.search(line, out, re.M), out
+    j = json.loads(cli.ok("inspect", named_outputs.path, "--json").out)
+    outs = j["signature"]["outputs"]
+    assert [o["output_name"] for o in outs] == signature_models.OUTPUT_NAMES
+    assert all(o["name"] and o["name"] != o["output_name"] for o in outs)  # the value names
+    assert "output_name" not in j["signature"]["inputs"][0]
+    for role in ("inference", "forward"):
+        g = json.loads(cli.ok("inspect", named_outputs.path, "--graph", role, "--json").out)
+        plain = [o for o in g["outputs"] if o["descriptor"]["kind"] == "Plain"]
+        assert [o["output_name"] for o in plain] == signature_models.OUTPUT_NAMES, role
+        assert all("output_name" not in o for o in g["outputs"]
+                   if o["descriptor"]["kind"] != "Plain")
+    old = cli.ok("inspect", named_outputs.path_1_3).out
+    assert "schema 1.3" in old
+    for i in range(3):
+        assert re.search(rf"^  output {i} \[{i}\] \(\w+\): ", old, re.M), old
 
 
 def test_graph_listing(cli, archives):

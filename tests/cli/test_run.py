@@ -18,7 +18,7 @@ def test_bundled_example_inference(cli, archives, tmp_path):
     a = archives.get("cnn_bn")
     out_file = tmp_path / "out.pt"
     r = cli.ok("run", a.path, "--outputs", out_file)
-    assert "bundled example" in r.out and "output 0: float32[4, 10]" in r.out
+    assert "bundled example" in r.out and "output 0 output: float32[4, 10]" in r.out
     assert "ms (inference)" in r.out
     outputs = torch.load(str(out_file))
     assert isinstance(outputs, list) and len(outputs) == 1
@@ -40,6 +40,19 @@ def test_inputs_file_two_inputs_two_outputs(cli, archives, tmp_path):
         assert_close(g, w)
     # a list works as well as a tuple
     cli.ok("run", a.path, "--inputs", save_tensors(tmp_path / "in_list.pt", list(args)))
+
+
+def test_outputs_printed_with_their_stored_names(cli, named_outputs, tmp_path):
+    """forward(x, *, scale) -> {"logits", "hidden": (h, h.sum(-1))}: each output line names
+    its place in the return value, in eval and training runs; before schema 1.4, "[i]"."""
+    import signature_models
+    shapes = ["float32[4, 4]", "float32[4, 8]", "float32[4]"]
+    for mode in ([], ["--train"]):
+        out = cli.ok("run", named_outputs.path, *mode).out
+        for i, (name, shape) in enumerate(zip(signature_models.OUTPUT_NAMES, shapes)):
+            assert f"output {i} {name}: {shape}" in out, out
+    out = cli.ok("run", named_outputs.path_1_3).out
+    assert "output 0 [0]: float32[4, 4]" in out and "output 2 [2]: float32[4]" in out, out
 
 
 def test_training_step_grads_and_buffers_match_eager(cli, archives, tmp_path):

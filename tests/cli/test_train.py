@@ -140,6 +140,49 @@ def test_errors(cli, archives, mlp_data, tmp_path):
                     mentions=["t.pt2"])
 
 
+def test_output_by_stored_name_index_or_value_name(cli, named_outputs, tmp_path):
+    """--output takes an output's stored name with or without brackets and quotes, its index,
+    or (as before) its graph value's name; an unknown name lists the outputs' names."""
+    import json
+    torch.manual_seed(9)
+    x, scale, y = torch.randn(8, 8), torch.rand(8, 8) + 0.5, torch.randint(0, 4, (8,))
+    data = save_tensors(tmp_path / "d.pt", ((x, scale), y))
+    path = named_outputs.path
+    run = ("train", path, "--data", data, "--epochs", "2", "--lr", "0.1", "--seed", "3")
+    value_name = json.loads(cli.ok("inspect", path, "--json").out)["signature"]["outputs"][0][
+        "name"]
+    by = {spec: cli.ok(*run, "--output", spec).out
+          for spec in ("0", "logits", "['logits']", '["logits"]', value_name)}
+    for spec, out in by.items():
+        assert "loss cross_entropy on output 0 ['logits'] (" in out, (spec, out)
+        assert epoch_losses(out) == epoch_losses(by["0"]), spec
+    hidden = cli.ok(*run, "--output", "['hidden'][0]").out
+    assert "on output 1 ['hidden'][0] (" in hidden and "float32[4, 8]" in hidden, hidden
+    # the same training in eager PyTorch: cross_entropy on out["hidden"][0]
+    m = copy.deepcopy(named_outputs.model).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    gen, losses = torch.Generator().manual_seed(3), []
+    for _ in range(2):
+        perm, total = torch.randperm(8, generator=gen), 0.0
+        for b in (perm[:4], perm[4:]):
+            loss = torch.nn.functional.cross_entropy(m(x[b], scale=scale[b])["hidden"][0], y[b])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item()
+        losses.append(total / 2)
+    assert_close(torch.tensor(epoch_losses(hidden)), torch.tensor(losses), rtol=1e-3, atol=1e-4)
+    # a nested name has no bare form; unknown names list every output by name
+    r = cli.usage_error(*run, "--output", "hidden",
+                        mentions=["--output hidden names no output", "output 0 ['logits'] (",
+                                  "output 1 ['hidden'][0] (", "output 2 ['hidden'][1] ("])
+    assert "float32[4, 8]" in r.err
+    # before schema 1.4 the outputs are named [i]: "[1]" and "1" both pick output 1
+    old = ("train", named_outputs.path_1_3, *run[2:])
+    assert epoch_losses(cli.ok(*old, "--output", "[1]").out) == epoch_losses(hidden)
+    cli.usage_error(*old, "--output", "logits", mentions=["output 0 [0] ("])
+
+
 def test_inference_only_archive_cannot_train(cli, tmp_path, mlp_data):
     import models
     model, args = models.build("mlp")

@@ -132,9 +132,9 @@ def test_output_chosen_by_name_or_index(cli, tmp_path):
     cli.usage_error("train", path, "--data", data,
                     mentions=["cannot use output 0", "float32[4, 8, 6, 6]", "need an output [N, C]",
                               "--output"])
-    names = re.findall(r"output 1 \((\w+)\)", cli("train", path, "--data", data, "--output",
-                                                  "9").err)
-    assert names, "the error lists the outputs by name"
+    names = re.findall(r"output 1 \[1\] \((\w+)\)", cli("train", path, "--data", data,
+                                                          "--output", "9").err)
+    assert names, "the error lists the outputs by stored and value name"
     by_index = epoch_losses(cli.ok("train", path, "--data", data, "--output", "1",
                                    "--epochs", "2", "--lr", "0.1").out)
     by_name = epoch_losses(cli.ok("train", path, "--data", data, "--output", names[0],
