@@ -126,11 +126,23 @@ def _joint_order_of_saved(joint_gm: fx.GraphModule, fw: fx.GraphModule, bw: fx.G
 
 
 def _size_of(meta) -> int:
-    """Bytes of a tensor from its ``tensor_meta`` (any dtype)."""
+    """Bytes of a tensor from its ``tensor_meta`` (any dtype). A symbolic size (dynamic shapes)
+    counts at its example value, as torch 2's min-cut sizes it (``hint_int``): the cut is a
+    memory heuristic, it does not change what the graphs compute. A SymInt (``tensor_meta``
+    None, see ``_run_partitioner``) counts as one int64."""
+    if meta is None:
+        return 8
     n = torch.empty((), dtype=meta.dtype).element_size()
     for x in meta.shape:
-        n *= int(x)
+        n *= _size_hint(x)
     return n
+
+
+def _size_hint(x) -> int:
+    if isinstance(x, int):
+        return x
+    node = x.get_pyobj() if hasattr(x, "get_pyobj") else x  # torch 1.13: SymIntNode -> PySymInt
+    return int(node.shape_env.size_hint(node.expr))
 
 
 def _saved_descriptor(k: int, node: fx.Node, label) -> OutputDescriptor:

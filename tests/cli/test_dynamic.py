@@ -350,3 +350,16 @@ def test_optimize_inference_with_dynamic_batch(cli, tmp_path, batch):
     with torch.no_grad():
         want = copy.deepcopy(model).eval()(x)
     assert_close(torch.load(str(out_file))[0], want)
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_min_cut_partitioner_with_dynamic_batch(cli, tmp_path, batch):
+    """partitioner="min_cut" with a dynamic batch: the cut weighs symbolic sizes at their
+    example values (torch 1.13 raised on them), and every batch in the range trains like eager."""
+    import models
+    model, args = models.build("cnn_bn")
+    path = tmp_path / "cnn_min_cut.pt2"
+    pt2rt.export(copy.deepcopy(model), args, partitioner="min_cut",
+                 dynamic_shapes=({0: BATCH},)).save(str(path))
+    check_train_and_eval_parity(cli, model, path, tmp_path, batch, tuple(args[0].shape[1:]), 10,
+                                tol=1e-4)
