@@ -1,0 +1,68 @@
+// runtime/call_bounds.cpp — see call_bounds.h.
+#include "call_bounds.h"
+
+#include <mutex>
+
+#include "meta_check.h"
+#include "model_state.h"
+#include "pt2rt/errors.h"
+#include "sym_eval.h"
+
+namespace pt2rt {
+namespace {
+
+std::string symbols_text(const Program& program, const std::vector<int64_t>& values) {
+  std::string s;
+  for (size_t i = 0; i < values.size() && i < program.symbols.size(); ++i) {
+    s += (s.empty() ? "" : ", ") + program.symbols[i].name + "=" + std::to_string(values[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+CallBounds::CallBounds(RunLimits limits, std::vector<ResolvedOp> ops, std::vector<int64_t> maxima)
+    : limits_(limits), ops_(std::move(ops)), maxima_(std::move(maxima)) {}
+
+CallBounds::Verdict CallBounds::measure(const ModelState& state,
+                                        const std::vector<int64_t>& cell) const {
+  try {
+    return Verdict{false, bound_excess(costs_on_meta(state, ops_, cell), limits_)};
+  } catch (const FormatError& e) {
+    return Verdict{true, e.what()};
+  }
+}
+
+void CallBounds::check(const ModelState& state, const std::vector<int64_t>& symbols) const {
+  std::vector<int64_t> cell(maxima_);
+  for (size_t i = 0; i < cell.size() && i < symbols.size(); ++i) {
+    // A symbol no input dim binds (-1) is bounded at its maximum.
+    cell[i] = symbols[i] < 0 ? maxima_[i] : symbol_cell(symbols[i], maxima_[i]);
+  }
+  const Verdict* verdict = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto it = cells_.find(cell);
+    if (it != cells_.end()) verdict = &it->second;  // entries are never erased or changed
+  }
+  if (verdict == nullptr) {
+    Verdict fresh = measure(state, cell);  // outside the lock: a meta run takes milliseconds
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    verdict = &cells_.emplace(cell, std::move(fresh)).first->second;
+  }
+  if (verdict->refusal.empty()) return;
+  const std::string call = symbols_text(*state.program, symbols);
+  const std::string at = symbols_text(*state.program, cell);
+  if (verdict->format_error) {
+    throw FormatError(verdict->refusal + " (at " + at + ", for a call with " + call + ")");
+  }
+  throw InputError("a call with " + call + " is over the run bounds (checked at " + at +
+                   ", its sizes rounded up to 3 significant bits): " + verdict->refusal);
+}
+
+size_t CallBounds::cells() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  return cells_.size();
+}
+
+}  // namespace pt2rt
