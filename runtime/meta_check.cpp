@@ -426,9 +426,10 @@ std::string symbols_text(const Program& program, const std::vector<int64_t>& val
 
 }  // namespace
 
-std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& limits) {
+std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& limits,
+                         size_t first, size_t last, const char* runs) {
   uint64_t total_work = 0;
-  for (size_t gi = 0; gi < costs.size() && gi < 3; ++gi) {
+  for (size_t gi = first; gi < costs.size() && gi < last && gi < 3; ++gi) {
     if (costs[gi].peak_bytes > limits.max_bytes) {
       return "graph '" + std::string(kRoles[gi]) + "' needs " + figure(costs[gi].peak_bytes) +
              " bytes of tensors at its peak, more than the bound of " + figure(limits.max_bytes) +
@@ -437,7 +438,7 @@ std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& l
     }
     total_work = sat_add(total_work, costs[gi].work);
     if (total_work > limits.max_work) {
-      return "one inference call and one training step need " + figure(total_work) +
+      return std::string(runs) + " " + figure(total_work) +
              " element operations per run, more than the bound of " + figure(limits.max_work) +
              " (LoadOptions::run.max_work, export-cli --max-run-work; by default max(5e8, 500 x "
              "S x max(1, S/1MiB)) for an archive of S bytes; export-cli --trusted: no bounds)";

@@ -56,8 +56,11 @@ std::vector<GraphCost> costs_on_meta(const ModelState& state, const std::vector<
                                      const std::vector<int64_t>& symbols);
 
 /// Why `costs` (inference, forward, backward) break `limits`, "" when they do not: the first
-/// graph over max_bytes, or the running total of work over max_work, with the figures and
-/// the LoadOptions field and export-cli flag that raise the bound.
-std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& limits);
+/// of graphs [first, last) over max_bytes, or their running total of work over max_work, with
+/// the figures and the LoadOptions field and export-cli flag that raise the bound. `runs`
+/// says what the work total stands for in the message (subject and verb).
+std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& limits,
+                         size_t first = 0, size_t last = 3,
+                         const char* runs = "one inference call and one training step need");
 
 }  // namespace pt2rt

@@ -94,7 +94,7 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
   if (impl_->training && s.forward && (c10::GradMode::is_enabled() || !s.inference)) {
     const std::vector<int64_t> symbols =
         check_inputs(inputs, *s.program, s.forward->graph(), s.forward->bindings, s.device);
-    if (s.call_bounds) s.call_bounds->check(s, symbols);  // covers the backward too
+    if (s.call_bounds) s.call_bounds->check(s, symbols, /*training=*/true);  // + backward
     return run_training_forward(state, inputs);
   }
   if (!s.inference) {
@@ -103,7 +103,7 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
   }
   const std::vector<int64_t> symbols =
       check_inputs(inputs, *s.program, s.inference->graph(), s.inference->bindings, s.device);
-  if (s.call_bounds) s.call_bounds->check(s, symbols);
+  if (s.call_bounds) s.call_bounds->check(s, symbols, /*training=*/false);
   c10::InferenceMode guard;
   return run_plain(s, *s.inference, inputs);
 }

@@ -29,9 +29,10 @@ namespace pt2rt {
 /// and export-cli flags that raise them: --max-run-bytes, --max-run-work, --trusted).
 /// Dynamic shapes (runtime/README.md "Dynamic shapes"): the meta run uses every symbol's
 /// range maximum, which bounds every call. A program over the bounds there is refused only if
-/// it is over them at the range minima too; otherwise it loads and each call (Model::forward,
-/// inference or training forward + backward) is checked before anything runs, at its symbol
-/// values rounded up to 3 significant bits (m * 2^k, m in 4..7; at most 25% more, capped at
+/// it is over them at the range minima too; otherwise it loads and each call (Model::forward)
+/// is checked before anything runs against the figures of the graphs it runs (an inference
+/// call: the inference graph's bytes and work; a training forward: the forward's and the
+/// backward's bytes, their work together), at its symbol values rounded up to 3 significant bits (m * 2^k, m in 4..7; at most 25% more, capped at
 /// the maximum; each such cell computed once on the meta device and cached): a call over the
 /// bounds throws InputError naming the symbol values (`batch=1000`), the figure and the bound.
 /// A program within the bounds at its maxima is not checked per call. 0 means the
