@@ -9,17 +9,6 @@
 #include "sym_eval.h"
 
 namespace pt2rt {
-namespace {
-
-std::string symbols_text(const Program& program, const std::vector<int64_t>& values) {
-  std::string s;
-  for (size_t i = 0; i < values.size() && i < program.symbols.size(); ++i) {
-    s += (s.empty() ? "" : ", ") + program.symbols[i].name + "=" + std::to_string(values[i]);
-  }
-  return s;
-}
-
-}  // namespace
 
 CallBounds::CallBounds(RunLimits limits, std::vector<ResolvedOp> ops, std::vector<int64_t> maxima)
     : limits_(limits), ops_(std::move(ops)), maxima_(std::move(maxima)) {}

@@ -416,14 +416,6 @@ std::vector<GraphCost> run_graphs(const ModelState& state, const std::vector<Res
   return costs;
 }
 
-std::string symbols_text(const Program& program, const std::vector<int64_t>& values) {
-  std::string s;
-  for (size_t i = 0; i < values.size() && i < program.symbols.size(); ++i) {
-    s += (s.empty() ? "" : ", ") + program.symbols[i].name + "=" + std::to_string(values[i]);
-  }
-  return s;
-}
-
 }  // namespace
 
 std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& limits,

@@ -105,4 +105,12 @@ int64_t symbol_cell(int64_t v, int64_t max) {
   return cell >= static_cast<uint64_t>(max) ? max : static_cast<int64_t>(cell);
 }
 
+std::string symbols_text(const Program& program, const std::vector<int64_t>& values) {
+  std::string s;
+  for (size_t i = 0; i < values.size() && i < program.symbols.size(); ++i) {
+    s += (s.empty() ? "" : ", ") + program.symbols[i].name + "=" + std::to_string(values[i]);
+  }
+  return s;
+}
+
 }  // namespace pt2rt

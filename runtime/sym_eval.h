@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pt2rt/program.h"
@@ -35,5 +36,8 @@ std::vector<int64_t> symbol_minima(const Program& program);
 /// the next number with at most 3 significant bits (m * 2^k, m in 4..7: 1, 2, ..., 8, 10, 12,
 /// 14, 16, 20, 24, 28, 32, 40, ...; at most 25% above `v`), no larger than `max`.
 int64_t symbol_cell(int64_t v, int64_t max);
+
+/// `batch=450, seq=77`: the symbols' names with `values` (Program::symbols order), for messages.
+std::string symbols_text(const Program& program, const std::vector<int64_t>& values);
 
 }  // namespace pt2rt

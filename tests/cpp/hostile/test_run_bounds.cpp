@@ -1,8 +1,12 @@
 // Run bounds (runtime/meta_check.h): archives of at most 1 MB that try to make a run allocate
 // gigabytes or spin are refused at load, or bounded while running; honest ones run. The
 // wall-time and RSS figures of `export-cli verify` on the same archives are measured by
-// tests/cli/test_hostile.py.
+// tests/cli/test_hostile.py. Dynamic shapes over the bounds at their range maximum but not at
+// their minimum load and are bounded per call (runtime/call_bounds.h).
 #include <ATen/ATen.h>
+
+#include <atomic>
+#include <thread>
 
 #include "call_bounds.h"
 #include "catch_compat.h"
@@ -196,6 +200,25 @@ TEST_CASE("run bounds: a dynamic archive over them at its maximum is bounded per
     CHECK(call_bounds_of(m)->cells() == 1);
     for (int64_t b : {9, 10}) CHECK(m.forward({at::ones({b, 1024})})[0].size(0) == b);
     CHECK(call_bounds_of(m)->cells() == 2);  // 9 and 10 share the cell 10
+  }
+  SECTION("concurrent calls share the cache and agree") {
+    std::atomic<int> ran{0}, refused{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int64_t b : {int64_t{33} + t, int64_t{4097} + t, int64_t{40}}) {
+          try {
+            ran += m.forward({at::ones({b, 1024})})[0].size(0) == b;
+          } catch (const InputError&) {
+            ++refused;
+          }
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    CHECK(ran == 8);      // 33..36 (cell 40) and 40
+    CHECK(refused == 4);  // 4097..4100 (cell 5120)
+    CHECK(call_bounds_of(m)->cells() == 2);
   }
 }
 
