@@ -21,7 +21,7 @@ std::string range_text(int64_t lo, int64_t hi) {
 
 }  // namespace
 
-void check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
+std::vector<int64_t> check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
                   const Graph& graph, const GraphBindings& bindings, c10::Device device) {
   const size_t n = bindings.user_input_positions.size();
   auto input_name = [&](size_t i) -> const std::string& {
@@ -70,12 +70,12 @@ void check_inputs(const std::vector<at::Tensor>& inputs, const Program& program,
       }
     }
   }
-  bind_symbols(inputs, program, graph, bindings);
+  return bind_symbols(inputs, program, graph, bindings);
 }
 
-void bind_symbols(const std::vector<at::Tensor>& inputs, const Program& program,
+std::vector<int64_t> bind_symbols(const std::vector<at::Tensor>& inputs, const Program& program,
                   const Graph& graph, const GraphBindings& bindings) {
-  if (program.symbols.empty()) return;
+  if (program.symbols.empty()) return {};
   // Pass 1: every dim that is a bare symbol binds it (range checked; a second use must agree).
   std::vector<int64_t> value(program.symbols.size(), -1);
   std::vector<std::string> bound_by(program.symbols.size());
@@ -128,6 +128,7 @@ void bind_symbols(const std::vector<at::Tensor>& inputs, const Program& program,
       }
     }
   }
+  return value;
 }
 
 }  // namespace pt2rt

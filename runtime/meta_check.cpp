@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
@@ -12,6 +13,7 @@
 #include <unordered_set>
 
 #include "allocation_cap.h"
+#include "call_bounds.h"
 #include "plan.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/text.h"
@@ -330,37 +332,18 @@ class MetaRun {
 
 std::string figure(uint64_t v) { return v == UINT64_MAX ? "more than 2^64" : std::to_string(v); }
 
-void enforce_bytes(const GraphCost& cost, const Graph& g, const RunLimits& limits) {
-  if (cost.peak_bytes > limits.max_bytes) {
-    throw FormatError("program.fb: graph '" + std::string(to_string(g.role)) + "' needs " +
-                      figure(cost.peak_bytes) +
-                      " bytes of tensors at its peak, more than the bound of " +
-                      figure(limits.max_bytes) +
-                      " (LoadOptions::run.max_bytes; by default max(32 MiB, 16 x archive size))");
-  }
-}
+const char* const kRoles[3] = {"inference", "forward", "backward"};
 
-void enforce_work(uint64_t work, const RunLimits& limits) {
-  if (work > limits.max_work) {
-    throw FormatError("program.fb: one inference call and one training step need " +
-                      figure(work) + " element operations per run, more than the bound of " +
-                      figure(limits.max_work) +
-                      " (LoadOptions::run.max_work; by default max(5e8, 500 x S x max(1, S/1MiB)) "
-                      "for an archive of S bytes)");
-  }
-}
-
-}  // namespace
-
-std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<ResolvedOp>& ops,
-                                     const RunLimits& limits) {
-  install_allocation_cap();
+/// Runs every compiled graph of `state` on the meta device at `symbols` (one value per
+/// Program::symbols). `unverified` (optional) gets, per graph, the nodes to check per run.
+/// With `early` (a program without a range to fall back on), a graph over its bounds throws
+/// before the next one runs.
+std::vector<GraphCost> run_graphs(const ModelState& state, const std::vector<ResolvedOp>& ops,
+                                  const std::vector<int64_t>& symbols, const RunLimits* early,
+                                  std::vector<std::vector<std::pair<uint32_t, uint64_t>>>* unverified) {
   // Meta kernels only: no autograd recording, no inference-mode tensors involved.
   c10::AutoGradMode no_grad(false);
-  // Dynamic shapes: the run at every symbol's range maximum bounds every call (sizes in an
-  // archive grow with each symbol: sums, positive products, floor/ceil divisions; runtime/README).
-  bool bounded = true;
-  const std::vector<int64_t> symbols = symbol_maxima(*state.program, &bounded);
+  c10::InferenceMode not_inference(false);
   std::vector<at::Tensor> weights;
   weights.reserve(state.weights.size());
   for (const at::Tensor& w : state.weights) weights.push_back(meta_like(w));
@@ -381,12 +364,13 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
   };
 
   std::vector<GraphCost> costs(3);
-  uint64_t total_work = 0;
+  if (unverified) unverified->assign(3, {});
   std::vector<c10::IValue> forward_outputs;
-  std::optional<CompiledGraph>* graphs[3] = {&state.inference, &state.forward, &state.backward};
+  const std::optional<CompiledGraph>* graphs[3] = {&state.inference, &state.forward,
+                                                   &state.backward};
   for (size_t gi = 0; gi < 3; ++gi) {
     if (!graphs[gi]->has_value()) continue;
-    CompiledGraph& g = **graphs[gi];
+    const CompiledGraph& g = **graphs[gi];
     std::vector<c10::IValue> inputs;
     for (size_t i = 0; i < g.bindings.inputs.size(); ++i) {
       const InputBinding& b = g.bindings.inputs[i];
@@ -414,20 +398,79 @@ std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<Resolv
       }
     }
     MetaRun run(state, g, ops, symbols);
-    std::vector<std::pair<uint32_t, uint64_t>> unverified;
+    std::vector<std::pair<uint32_t, uint64_t>> unchecked;
     std::vector<c10::IValue> outputs;
     {
       // Meta kernels allocate no data; a composite op that made real CPU tensors for meta
       // inputs would still be bounded.
       AllocationCap cap(uint64_t{64} << 20);
-      costs[gi] = run.run(std::move(inputs), &unverified, &outputs);
+      costs[gi] = run.run(std::move(inputs), &unchecked, &outputs);
     }
-    g.plan->check_results_of(unverified);
-    enforce_bytes(costs[gi], g.graph(), limits);
-    total_work = sat_add(total_work, costs[gi].work);
-    enforce_work(total_work, limits);
+    if (unverified) (*unverified)[gi] = std::move(unchecked);
+    if (early) {
+      const std::string over = bound_excess(costs, *early);
+      if (!over.empty()) throw FormatError("program.fb: " + over);
+    }
     if (gi == 1) forward_outputs = std::move(outputs);
   }
+  return costs;
+}
+
+}  // namespace
+
+std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& limits,
+                         size_t first, size_t last, const char* runs) {
+  uint64_t total_work = 0;
+  for (size_t gi = first; gi < costs.size() && gi < last && gi < 3; ++gi) {
+    if (costs[gi].peak_bytes > limits.max_bytes) {
+      return "graph '" + std::string(kRoles[gi]) + "' needs " + figure(costs[gi].peak_bytes) +
+             " bytes of tensors at its peak, more than the bound of " + figure(limits.max_bytes) +
+             " (LoadOptions::run.max_bytes, export-cli --max-run-bytes; by default max(32 MiB, "
+             "16 x archive size); export-cli --trusted: no bounds)";
+    }
+    total_work = sat_add(total_work, costs[gi].work);
+    if (total_work > limits.max_work) {
+      return std::string(runs) + " " + figure(total_work) +
+             " element operations per run, more than the bound of " + figure(limits.max_work) +
+             " (LoadOptions::run.max_work, export-cli --max-run-work; by default max(5e8, 500 x "
+             "S x max(1, S/1MiB)) for an archive of S bytes; export-cli --trusted: no bounds)";
+    }
+  }
+  return std::string();
+}
+
+std::vector<GraphCost> costs_on_meta(const ModelState& state, const std::vector<ResolvedOp>& ops,
+                                     const std::vector<int64_t>& symbols) {
+  return run_graphs(state, ops, symbols, nullptr, nullptr);
+}
+
+std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<ResolvedOp>& ops,
+                                     const RunLimits& limits) {
+  install_allocation_cap();
+  // Dynamic shapes: the run at every symbol's range maximum verifies the declared shapes and
+  // bounds every call (sizes in an archive grow with each symbol: sums, positive products,
+  // floor/ceil divisions; runtime/README). A program over the bounds there is refused only if
+  // it is over them at the range minima too; else each call is bounded at its own sizes.
+  bool bounded = true;
+  const std::vector<int64_t> maxima = symbol_maxima(*state.program, &bounded);
+  const std::vector<int64_t> minima = bounded ? symbol_minima(*state.program) : maxima;
+  const bool ranged = minima != maxima;
+  std::vector<std::vector<std::pair<uint32_t, uint64_t>>> unverified;
+  std::vector<GraphCost> costs =
+      run_graphs(state, ops, maxima, ranged ? nullptr : &limits, &unverified);
+  const std::optional<CompiledGraph>* graphs[3] = {&state.inference, &state.forward,
+                                                   &state.backward};
+  for (size_t gi = 0; gi < 3; ++gi) {
+    if (graphs[gi]->has_value()) (*graphs[gi])->plan->check_results_of(unverified[gi]);
+  }
+  const std::string over = bound_excess(costs, limits);
+  if (over.empty()) return costs;
+  const std::string at_min = bound_excess(costs_on_meta(state, ops, minima), limits);
+  if (!at_min.empty()) {
+    throw FormatError("program.fb: even at the smallest sizes (" +
+                      symbols_text(*state.program, minima) + "): " + at_min);
+  }
+  state.call_bounds = std::make_shared<const CallBounds>(limits, ops, maxima);
   return costs;
 }
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model_state.h"
@@ -37,11 +38,29 @@ struct GraphCost {
 /// Runs every compiled graph of `state` on the meta device (see above), marks instructions
 /// that need run-time result checks in the real plans, and enforces `limits` (already
 /// resolved: no zeros). Returns the cost of inference, forward and backward (absent graphs:
-/// zero cost).
+/// zero cost). Dynamic shapes: the graphs run at every symbol's range maximum; if that is
+/// over `limits`, they run again at the range minima, and if those are within, the model is
+/// bounded per call instead (state.call_bounds, call_bounds.h).
 /// @throws FormatError naming the graph, node and op: a declared meta that differs from the
 ///   computed one, a view outside its storage, a node the meta device rejects, a graph over
-///   a bound (with the figures and the LoadOptions field that raises it).
+///   a bound (with the figures, the LoadOptions field and the export-cli flag that raise it;
+///   for a dynamic program: over it even at the range minima).
 std::vector<GraphCost> check_on_meta(ModelState& state, const std::vector<ResolvedOp>& ops,
                                      const RunLimits& limits);
+
+/// The cost of every graph (inference, forward, backward) at the symbol values `symbols`
+/// (one per Program::symbols), verified as check_on_meta does; the plans are not touched.
+/// Thread-safe. @throws FormatError as check_on_meta (a declared meta that the kernels
+///   contradict at these values).
+std::vector<GraphCost> costs_on_meta(const ModelState& state, const std::vector<ResolvedOp>& ops,
+                                     const std::vector<int64_t>& symbols);
+
+/// Why `costs` (inference, forward, backward) break `limits`, "" when they do not: the first
+/// of graphs [first, last) over max_bytes, or their running total of work over max_work, with
+/// the figures and the LoadOptions field and export-cli flag that raise the bound. `runs`
+/// says what the work total stands for in the message (subject and verb).
+std::string bound_excess(const std::vector<GraphCost>& costs, const RunLimits& limits,
+                         size_t first = 0, size_t last = 3,
+                         const char* runs = "one inference call and one training step need");
 
 }  // namespace pt2rt

@@ -6,6 +6,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "autograd_function.h"
+#include "call_bounds.h"
 #include "input_check.h"
 #include "model_impl.h"
 #include "pt2rt/archive.h"
@@ -91,14 +92,18 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
   const std::shared_ptr<ModelState>& state = impl_->state;
   const ModelState& s = *state;
   if (impl_->training && s.forward && (c10::GradMode::is_enabled() || !s.inference)) {
-    check_inputs(inputs, *s.program, s.forward->graph(), s.forward->bindings, s.device);
+    const std::vector<int64_t> symbols =
+        check_inputs(inputs, *s.program, s.forward->graph(), s.forward->bindings, s.device);
+    if (s.call_bounds) s.call_bounds->check(s, symbols, /*training=*/true);  // + backward
     return run_training_forward(state, inputs);
   }
   if (!s.inference) {
     throw Error("pt2rt: the archive has no inference graph (exported with inference=False); "
                 "call train() to run its forward graph");
   }
-  check_inputs(inputs, *s.program, s.inference->graph(), s.inference->bindings, s.device);
+  const std::vector<int64_t> symbols =
+      check_inputs(inputs, *s.program, s.inference->graph(), s.inference->bindings, s.device);
+  if (s.call_bounds) s.call_bounds->check(s, symbols, /*training=*/false);
   c10::InferenceMode guard;
   return run_plain(s, *s.inference, inputs);
 }

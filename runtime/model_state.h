@@ -24,6 +24,8 @@
 
 namespace pt2rt {
 
+class CallBounds;
+
 /// One graph, compiled and bound.
 struct CompiledGraph {
   std::unique_ptr<ExecutionPlan> plan;
@@ -55,6 +57,10 @@ struct ModelState {
   /// What compile_model was called with (Model::to compiles the plans again with them).
   LoadOptions options;
   uint64_t archive_bytes = 0;
+  /// Dynamic shapes over LoadOptions::run at the range maxima, within them at the minima:
+  /// every call is bounded at its own sizes (call_bounds.h). Null otherwise (nothing to check
+  /// per call).
+  std::shared_ptr<const CallBounds> call_bounds;
   /// A 0-dim float tensor on `device`: the gradient every backward segment passes to the
   /// next (backward_chain.h). Never written.
   at::Tensor continuation;

@@ -81,4 +81,36 @@ std::vector<int64_t> symbol_maxima(const Program& program, bool* all_bounded) {
   return out;
 }
 
+std::vector<int64_t> symbol_minima(const Program& program) {
+  bool bounded = true;
+  const std::vector<int64_t> maxima = symbol_maxima(program, &bounded);
+  std::vector<int64_t> out(program.symbols.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = program.symbols[i].hint;
+  for (const RangeConstraint& rc : program.range_constraints) {
+    if (rc.symbol < out.size()) out[rc.symbol] = rc.min;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = std::clamp<int64_t>(out[i], 0, std::max<int64_t>(maxima[i], 0));
+  }
+  return out;
+}
+
+int64_t symbol_cell(int64_t v, int64_t max) {
+  if (v >= max) return max;
+  if (v <= 8) return v;
+  // v = m * 2^k + r with m in 4..7; round r up (unsigned: v < 2^63, so no overflow).
+  const uint64_t u = static_cast<uint64_t>(v);
+  const uint64_t step = uint64_t{1} << (63 - __builtin_clzll(u) - 2);
+  const uint64_t cell = (u + step - 1) / step * step;
+  return cell >= static_cast<uint64_t>(max) ? max : static_cast<int64_t>(cell);
+}
+
+std::string symbols_text(const Program& program, const std::vector<int64_t>& values) {
+  std::string s;
+  for (size_t i = 0; i < values.size() && i < program.symbols.size(); ++i) {
+    s += (s.empty() ? "" : ", ") + program.symbols[i].name + "=" + std::to_string(values[i]);
+  }
+  return s;
+}
+
 }  // namespace pt2rt

@@ -10,7 +10,8 @@
 #include <iostream>
 
 // Training batch size. The archive has a dynamic batch (pretrain.py exports it with
-// pt2rt.Dim("batch", min=1, max=512)): any size in that range runs, unpadded.
+// pt2rt.Dim("batch", min=1, max=1024)): any size in that range runs, unpadded, within the
+// default run bounds (a call over them throws pt2rt::InputError before running).
 constexpr int64_t kBatch = 32;
 
 // (inputs, targets) as written by Python's torch.save((inputs, targets), path).

@@ -10,6 +10,8 @@ Writes into DATA_DIR:
     test.pt    (inputs float32 [450, 1, 8, 8],  targets int64 [450])
     sample.pt  (inputs,) — the first BATCH_SIZE test images, as a tuple for `export-cli run`
     sample_labels.pt  int64 [BATCH_SIZE], their true labels
+    test_inputs.pt  (inputs,) — all 450 test images, for one `export-cli run` call
+    test_labels.pt  int64 [450], their true labels
 Inputs are normalised with the training set's pixel mean and standard deviation.
 """
 import argparse
@@ -51,6 +53,8 @@ def main() -> None:
     torch.save((x_test, y_test), os.path.join(args.data_dir, "test.pt"))
     torch.save((x_test[:BATCH_SIZE].clone(),), os.path.join(args.data_dir, "sample.pt"))
     torch.save(y_test[:BATCH_SIZE].clone(), os.path.join(args.data_dir, "sample_labels.pt"))
+    torch.save((x_test,), os.path.join(args.data_dir, "test_inputs.pt"))
+    torch.save(y_test, os.path.join(args.data_dir, "test_labels.pt"))
     print(f"digits: {len(y_train)} train / {len(y_test)} test images (8x8, normalised: "
           f"mean {mean:.3f}, std {std:.3f}) -> {args.data_dir}")
 

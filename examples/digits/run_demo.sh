@@ -9,7 +9,7 @@
 # 4. pretrains the CNN in Python on digits 0-6 and exports it with pt2rt (digits.pt2)
 # 5. export-cli verify: the archive against its bundled eager references, on this machine
 # 6. export-cli train: fine-tunes on all ten digits in C++ (before/after test accuracy)
-# 7. export-cli run: the tuned archive on test digits, predicted vs true labels
+# 7. export-cli run: the tuned archive on all 450 test digits in one call, predicted vs true
 # 8. finetune: the same job through the C++ API example (examples/digits/finetune.cpp)
 #
 # Environment: PT2RT_BUILD_DIR (default <repo>/build), PT2RT_BUILD_TYPE (default Release, for
@@ -51,13 +51,13 @@ step "5/8 export-cli verify digits.pt2 (C++ vs the eager references bundled at e
 
 step "6/8 export-cli train: fine-tune on all ten digits in C++"
 "$cli" train "$work/digits.pt2" --data "$data/train.pt" --eval-data "$data/test.pt" \
-  --epochs "$epochs" --optimizer adam --lr 0.001 --seed 0 --save "$work/tuned.pt2" \
+  --epochs "$epochs" --batch-size 32 --optimizer adam --lr 0.001 --seed 0 --save "$work/tuned.pt2" \
   | tee "$work/train.log"
 
-step "7/8 export-cli run tuned.pt2 on test digits"
-"$cli" run "$work/tuned.pt2" --inputs "$data/sample.pt" --outputs "$work/pred.pt"
-"$python" "$root/examples/digits/show_predictions.py" "$work/pred.pt" "$data/sample_labels.pt" \
-  "$data/sample.pt"
+step "7/8 export-cli run tuned.pt2 on the 450 test digits, in one call"
+"$cli" run "$work/tuned.pt2" --inputs "$data/test_inputs.pt" --outputs "$work/pred.pt"
+"$python" "$root/examples/digits/show_predictions.py" "$work/pred.pt" "$data/test_labels.pt" \
+  "$data/test_inputs.pt"
 
 step "8/8 the C++ API example: finetune digits.pt2 (examples/digits/finetune.cpp)"
 "$build/examples/digits/finetune" "$work/digits.pt2" "$data/train.pt" "$data/test.pt" \

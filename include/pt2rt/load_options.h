@@ -25,7 +25,17 @@ namespace pt2rt {
 ///   work  = the sum over nodes of the elements each reads and writes, plus multiply-adds of
 ///           contractions (mm, bmm, addmm, convolutions, einsum, ...), window reductions
 ///           (pooling) and O(n^3) linear algebra, plus a fixed cost per node for dispatch.
-/// A graph over either bound is refused with FormatError naming the figures. 0 means the
+/// A graph over either bound is refused with FormatError naming the figures (and the fields
+/// and export-cli flags that raise them: --max-run-bytes, --max-run-work, --trusted).
+/// Dynamic shapes (runtime/README.md "Dynamic shapes"): the meta run uses every symbol's
+/// range maximum, which bounds every call. A program over the bounds there is refused only if
+/// it is over them at the range minima too; otherwise it loads and each call (Model::forward)
+/// is checked before anything runs against the figures of the graphs it runs (an inference
+/// call: the inference graph's bytes and work; a training forward: the forward's and the
+/// backward's bytes, their work together), at its symbol values rounded up to 3 significant bits (m * 2^k, m in 4..7; at most 25% more, capped at
+/// the maximum; each such cell computed once on the meta device and cached): a call over the
+/// bounds throws InputError naming the symbol values (`batch=1000`), the figure and the bound.
+/// A program within the bounds at its maxima is not checked per call. 0 means the
 /// default, which grows with the archive's size S:
 ///   bytes  max(32 MiB, 16 × S)
 ///   work   max(5·10^8, 500 × S × max(1, S / 1 MiB))

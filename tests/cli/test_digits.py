@@ -1,6 +1,8 @@
-"""The digits job end to end: prepare, pretrain on 0-6 in Python and export, verify, then
-fine-tune on all ten digits in C++ — through export-cli train and through finetune.cpp —
-to >= 0.95 test accuracy; and the tuned archive runs through export-cli run."""
+"""The digits job end to end: prepare, pretrain on 0-6 in Python and export (dynamic batch,
+Dim("batch", min=1, max=1024)), verify, then fine-tune on all ten digits in C++ — through
+export-cli train and through finetune.cpp — to >= 0.95 test accuracy; and the tuned archive
+runs all 450 test images in one export-cli run call, with the default run bounds (the archive
+is over them at batch 1024, so each call is bounded at its own size)."""
 import re
 import subprocess
 import sys
@@ -39,18 +41,20 @@ def test_finetune_with_export_cli(cli, job):
     work, data, before = job
     tuned = work / "tuned.pt2"
     r = cli.ok("train", work / "digits.pt2", "--data", data / "train.pt", "--eval-data",
-               data / "test.pt", "--epochs", "5", "--optimizer", "adam", "--lr", "0.001",
-               "--seed", "0", "--save", tuned)
+               data / "test.pt", "--epochs", "5", "--batch-size", "32", "--optimizer", "adam",
+               "--lr", "0.001", "--seed", "0", "--save", tuned)
     first = float(re.search(r"before training: .*eval_accuracy (\S+)", r.out).group(1))
     assert abs(first - before) < 1e-3  # C++ inference agrees with the Python evaluation
     final = float(re.search(r"^final: .*eval_accuracy (\S+)", r.out, re.M).group(1))
     assert final >= 0.95, r.out
 
+    # the issue's acceptance: the whole test split in ONE call, default bounds, no flags
     preds = work / "pred.pt"
-    cli.ok("run", tuned, "--inputs", data / "sample.pt", "--outputs", preds)
-    labels = torch.load(str(data / "sample_labels.pt"))
-    pred = torch.load(str(preds))[0].argmax(1)
-    assert (pred == labels).float().mean().item() >= 0.9
+    r = cli.ok("run", tuned, "--inputs", data / "test_inputs.pt", "--outputs", preds)
+    assert "output 0: float32[450, 10]" in r.out, r.out
+    labels = torch.load(str(data / "test_labels.pt"))
+    acc = (torch.load(str(preds))[0].argmax(1) == labels).double().mean().item()
+    assert acc >= 0.95 and abs(acc - final) < 1e-3, (acc, final)  # as train's last evaluation
     r = cli.ok("verify", tuned)
     assert "no references" in r.out
 

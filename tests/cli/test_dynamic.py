@@ -133,6 +133,47 @@ def test_out_of_range_is_input_error(cli, mlp_archive, tmp_path, batch):
     assert f"input 0 (input) dim 0: batch = {batch} is outside [1, 64]" in r.err, str(r)
 
 
+class Wide(torch.nn.Module):
+    """relu(x * w) on [batch, 4096]: 16 KiB per batch row per tensor, little work per byte."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(-1, 1, 4096))
+
+    def forward(self, x):
+        return torch.relu(x * self.w)
+
+
+@pytest.fixture(scope="module")
+def wide_archive(tmp_path_factory):
+    model = Wide()
+    path = tmp_path_factory.mktemp("dyn") / "wide_dyn.pt2"
+    pt2rt.export(model, (torch.randn(4, 4096),),
+                 dynamic_shapes={"x": {0: pt2rt.Dim("batch", min=1, max=2048)}}).save(str(path))
+    return model, path
+
+
+def test_call_over_the_run_bounds_is_refused_before_running(cli, wide_archive, tmp_path):
+    """Over the default 32 MiB at batch 2048, within them at batch 1: the archive loads and each
+    call is bounded at its own size (rounded up to 3 significant bits: 2000 -> 2048)."""
+    model, path = wide_archive
+    small = torch.randn(4, 4096)
+    out = tmp_path / "out.pt"
+    cli.ok("run", path, "--inputs", save_tensors(tmp_path / "small.pt", [small]), "--outputs", out)
+    with torch.no_grad():
+        assert_close(torch.load(str(out))[0], model(small))
+    big = torch.randn(2000, 4096)
+    save_tensors(tmp_path / "big.pt", [big])
+    for train in ([], ["--train"]):
+        cli.usage_error("run", path, "--inputs", tmp_path / "big.pt", *train,
+                        mentions=["a call with batch=2000 is over the run bounds",
+                                  "checked at batch=2048", "--max-run-bytes", "--trusted"])
+    cli.ok("run", path, "--inputs", tmp_path / "big.pt", "--outputs", out,
+           "--max-run-bytes", "1000000000")
+    with torch.no_grad():
+        assert_close(torch.load(str(out))[0], model(big))
+
+
 def test_specialised_dim_is_refused():
     class Fixed(torch.nn.Module):
         def forward(self, x):

@@ -1,10 +1,16 @@
 // Run bounds (runtime/meta_check.h): archives of at most 1 MB that try to make a run allocate
 // gigabytes or spin are refused at load, or bounded while running; honest ones run. The
 // wall-time and RSS figures of `export-cli verify` on the same archives are measured by
-// tests/cli/test_hostile.py.
+// tests/cli/test_hostile.py. Dynamic shapes over the bounds at their range maximum but not at
+// their minimum load and are bounded per call (runtime/call_bounds.h).
 #include <ATen/ATen.h>
 
+#include <atomic>
+#include <thread>
+
+#include "call_bounds.h"
 #include "catch_compat.h"
+#include "model_impl.h"
 #include "program_builder.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/model.h"
@@ -119,4 +125,117 @@ TEST_CASE("hostile: batch norm gets no running stats in training mode (a hidden 
                     Contains("gets 'running_mean' in training mode, which the kernel overwrites"));
   Model eval = Model::from_program(batch_norm_program(false), weights);
   CHECK(eval.forward({at::ones({4, 3})})[0].sizes() == c10::IntArrayRef({4, 3}));
+}
+
+namespace {
+
+/// x[batch, 1024] -> x * x, batch in [lo, hi]: 8 KiB of tensors per batch row at the peak
+/// (x and the product), so over the 32 MiB default bound (Model::from_program: an archive of
+/// 0 bytes) from batch 4097 on.
+std::shared_ptr<Program> square_program(int64_t lo, int64_t hi) {
+  ProgramBuilder pb;
+  auto g = pb.graph(GraphRole::Inference);
+  auto rows = [](std::string name) {
+    Value v = tensor_value(std::move(name), at::kFloat, {2, 1024});
+    SymExpr batch;
+    batch.op = SymOp::Symbol;
+    batch.symbol = 0;
+    v.meta->sizes[0].expr = batch;
+    return v;
+  };
+  ValueId x = g.input(plain(0), rows("x"));
+  ValueId y = g.node("aten::mul", "Tensor", {tensor_arg(x), tensor_arg(x)}, {rows("y")})[0];
+  g.output(plain_out(0), y);
+  std::shared_ptr<Program> p = pb.program();
+  p->symbols = {{"batch", 2}};
+  p->range_constraints = {{0, lo, hi}};
+  return p;
+}
+
+const CallBounds* call_bounds_of(const Model& m) { return model_state(m).call_bounds.get(); }
+
+}  // namespace
+
+TEST_CASE("run bounds: a dynamic archive within them at its range maximum is not checked per call",
+          "[hostile][bounds][dynamic]") {
+  Model m = Model::from_program(square_program(1, 64), {});
+  CHECK(call_bounds_of(m) == nullptr);  // the zero-cost path: nothing per call
+  const at::Tensor x = at::randn({64, 1024});
+  CHECK(at::equal(m.forward({x})[0], x * x));
+}
+
+TEST_CASE("run bounds: a dynamic archive over them at its maximum is bounded per call",
+          "[hostile][bounds][dynamic]") {
+  Model m = Model::from_program(square_program(1, 8192), {});  // loads: 8 KiB at batch 1
+  REQUIRE(call_bounds_of(m) != nullptr);
+
+  SECTION("a small call runs and matches") {
+    const at::Tensor x = at::randn({3, 1024});
+    CHECK(at::equal(m.forward({x})[0], x * x));
+    const at::Tensor full = at::randn({4096, 1024});  // 32 MiB at the peak: at the bound
+    CHECK(at::equal(m.forward({full})[0], full * full));
+  }
+  SECTION("a large call throws InputError naming the sizes and the flags, before running") {
+    const at::Tensor x = at::randn({5000, 1024});  // 20 MB; its product would be 20 MB more
+    AddressSpaceLimit limit(uint64_t{16} << 20);
+    try {
+      m.forward({x});
+      FAIL("ran");
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      CHECK_THAT(what, Contains("a call with batch=5000 is over the run bounds (checked at "
+                                "batch=5120"));
+      CHECK_THAT(what, Contains("graph 'inference' needs 41943040 bytes of tensors at its peak, "
+                                "more than the bound of 33554432"));
+      CHECK_THAT(what, Contains("LoadOptions::run.max_bytes, export-cli --max-run-bytes"));
+      CHECK_THAT(what, Contains("export-cli --trusted"));
+    }
+  }
+  SECTION("the cell cache gives one verdict per cell") {
+    CHECK(call_bounds_of(m)->cells() == 0);
+    for (int64_t b : {4097, 4500, 5120}) {  // one cell: 5120
+      CHECK_THROWS_WITH(m.forward({at::zeros({b, 1024})}),
+                        Contains("batch=" + std::to_string(b) + " is over the run bounds"));
+    }
+    CHECK(call_bounds_of(m)->cells() == 1);
+    for (int64_t b : {9, 10}) CHECK(m.forward({at::ones({b, 1024})})[0].size(0) == b);
+    CHECK(call_bounds_of(m)->cells() == 2);  // 9 and 10 share the cell 10
+  }
+  SECTION("concurrent calls share the cache and agree") {
+    std::atomic<int> ran{0}, refused{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int64_t b : {int64_t{33} + t, int64_t{4097} + t, int64_t{40}}) {
+          try {
+            ran += m.forward({at::ones({b, 1024})})[0].size(0) == b;
+          } catch (const InputError&) {
+            ++refused;
+          }
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    CHECK(ran == 8);      // 33..36 (cell 40) and 40
+    CHECK(refused == 4);  // 4097..4100 (cell 5120)
+    CHECK(call_bounds_of(m)->cells() == 2);
+  }
+}
+
+TEST_CASE("run bounds: raising LoadOptions::run lets a large dynamic call run",
+          "[hostile][bounds][dynamic]") {
+  LoadOptions raised;
+  raised.run.max_bytes = uint64_t{128} << 20;
+  Model m = Model::from_program(square_program(1, 8192), {}, c10::kCPU, raised);
+  const at::Tensor x = at::randn({5000, 1024});
+  CHECK(at::equal(m.forward({x})[0], x * x));
+}
+
+TEST_CASE("run bounds: a dynamic archive over them even at its range minimum is refused",
+          "[hostile][bounds][dynamic]") {
+  CHECK_THROWS_AS(Model::from_program(square_program(4500, 8192), {}), FormatError);
+  CHECK_THROWS_WITH(Model::from_program(square_program(4500, 8192), {}),
+                    Contains("even at the smallest sizes (batch=4500): graph 'inference' needs "
+                             "36864000 bytes of tensors at its peak, more than the bound of "
+                             "33554432 (LoadOptions::run.max_bytes, export-cli --max-run-bytes"));
 }
