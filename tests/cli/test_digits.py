@@ -51,7 +51,7 @@ def test_finetune_with_export_cli(cli, job):
     # the acceptance: the whole test split in ONE call, default bounds, no flags
     preds = work / "pred.pt"
     r = cli.ok("run", tuned, "--inputs", data / "test_inputs.pt", "--outputs", preds)
-    assert "output 0: float32[450, 10]" in r.out, r.out
+    assert re.search(r"^output 0 .*: float32\[450, 10\]$", r.out, re.M), r.out
     labels = torch.load(str(data / "test_labels.pt"))
     acc = (torch.load(str(preds))[0].argmax(1) == labels).double().mean().item()
     assert acc >= 0.95 and abs(acc - final) < 1e-3, (acc, final)  # as train's last evaluation
