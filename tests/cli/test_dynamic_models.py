@@ -60,34 +60,21 @@ class Encoder(torch.nn.Module):
 
 
 class Recurrent(torch.nn.Module):
-    """Sequence classifier: one-layer LSTM (batch_first) + a linear head on the last step,
-    x: float32[B, T, 8]."""
+    """Sequence classifier: one-layer LSTM (batch_first) + a linear head, x: float32[B, T, 8].
+    `readout` "last": the head reads the output's last step; "h_n": the last hidden state h_n
+    ([1, B, 16], summed over its layer dim: torch 1.13's autograd cannot squeeze a
+    symbolic-size tensor)."""
 
-    def __init__(self):
+    def __init__(self, readout="last"):
         super().__init__()
         torch.manual_seed(0)
+        self.readout = readout
         self.lstm = torch.nn.LSTM(input_size=8, hidden_size=16, batch_first=True)
         self.head = torch.nn.Linear(16, 3)
 
     def forward(self, x):
-        out, _ = self.lstm(x)
-        return self.head(out[:, -1])
-
-
-class SeqClassifier(torch.nn.Module):
-    """One-layer LSTM (batch_first) + a linear head on the last hidden state h_n ([1, B, 16],
-    summed over its layer dim: torch 1.13's autograd cannot squeeze a symbolic-size tensor),
-    x: float32[B, T, 8]."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.lstm = torch.nn.LSTM(input_size=8, hidden_size=16, batch_first=True)
-        self.head = torch.nn.Linear(16, 3)
-
-    def forward(self, x):
-        _, (h, _) = self.lstm(x)
-        return self.head(h.sum(0))
+        out, (h, _) = self.lstm(x)
+        return self.head(out[:, -1] if self.readout == "last" else h.sum(0))
 
 
 class SeqTagger(torch.nn.Module):
@@ -127,7 +114,7 @@ CASES = {
                     [(1, 2, 16), (2, 7, 16), (8, 12, 16)], (2, 13, 16)),
     "lstm": (Recurrent, (2, 6, 8), ({0: BATCH},),
              [(1, 6, 8), (3, 6, 8), (8, 6, 8)], (9, 6, 8)),
-    "lstm_seq": (SeqClassifier, (2, 6, 8), ({0: BATCH, 1: SEQ},),
+    "lstm_seq": (lambda: Recurrent("h_n"), (2, 6, 8), ({0: BATCH, 1: SEQ},),
                  [(1, 2, 8), (3, 7, 8), (8, 12, 8)], (2, 13, 8)),
     "lstm_seq_tagger": (SeqTagger, (6, 2, 8), ({0: SEQ, 1: BATCH},),
                         [(2, 1, 8), (7, 3, 8), (12, 8, 8)], (13, 2, 8)),
