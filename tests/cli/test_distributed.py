@@ -223,7 +223,9 @@ def test_lost_rank_is_named_among_three(cli, mlp, long_data, tmp_path):
     os.kill(ranks[2], signal.SIGKILL)
     text = finish(launcher, err)
     assert launcher.returncode != 0
-    assert re.search(r"rank [01]: .* failed: lost rank 2 \(", text), text
+    # rank 2 among the ranks named lost: a survivor that stopped before rank 0 noticed (the
+    # launcher kills ranks still running after --dist-timeout) is rightly named with it
+    assert re.search(r"rank [01]: .* failed: lost ranks? (?:[01], )?2 \(", text), text
     assert "a peer rank" not in text
     assert target.read_bytes() == b"previous model"
 
