@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -25,6 +26,21 @@ std::string message_of(const std::exception& e) {
 const char* env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+/// A write to the socket of a peer that died raises SIGPIPE (Gloo's TCP pairs write with
+/// writev, which cannot pass MSG_NOSIGNAL), whose default action kills the writer: the
+/// survivor would die instead of reporting the lost rank. The CPython interpreter ignores
+/// SIGPIPE at startup, so PyTorch's Python users never see this; a C++ process joining a group
+/// does the same unless the application installed its own disposition.
+void ignore_default_sigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) != 0) return;
+  if (current.sa_handler != SIG_DFL) return;  // the application's choice stands
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, nullptr);
 }
 
 int env_int(const char* name, int lo, int hi) {
@@ -133,6 +149,7 @@ ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& opt
                                                  " is not in [0, world size " +
                                                  std::to_string(where.world_size) + ")");
   }
+  ignore_default_sigpipe();
   auto impl = std::make_unique<Impl>();
   impl->rank = where.rank;
   impl->size = where.world_size;

@@ -93,7 +93,10 @@ struct Rendezvous {
 class ProcessGroup {
  public:
   /// Joins the group: connects to (rank 0: serves) the store and builds the Gloo pairs.
-  /// Blocks until every rank has joined or options.timeout passes.
+  /// Blocks until every rank has joined or options.timeout passes. Sets SIGPIPE to SIG_IGN
+  /// when its disposition is the default (as the CPython interpreter does at startup), so
+  /// that a write to a dead peer's socket is an error naming the lost rank, not the death of
+  /// this process; an application's own SIGPIPE handler is left in place.
   /// @throws DistributedError (Rendezvous).
   static ProcessGroup join(const Rendezvous& where, const GroupOptions& options = {});
 
