@@ -115,17 +115,28 @@ void ExecutionPlan::fill_cached(Frame& frame) const {
 }
 
 void ExecutionPlan::execute(const Instruction& ins, Frame& frame) const {
+  const c10::OperatorHandle* op = ins.op ? &*ins.op : nullptr;
+  if (ins.inplace) {  // decided before the stack takes its own references
+    const PlannedArg& o = ins.args[1];
+    const c10::IValue* other = !ins.inplace->binary ? nullptr
+                               : o.kind == PlannedArg::Kind::Slot     ? &frame.slots[o.slot]
+                               : o.kind == PlannedArg::Kind::Constant ? &o.constant
+                                                                      : nullptr;
+    if (can_run_in_place(*ins.inplace, frame.slots[ins.args[0].slot], other)) {
+      op = &ins.inplace->op;
+    }
+  }
   frame.stack.clear();
   push_arguments(ins, frame.slots, frame.stack);
   try {
     if (ins.checks & Instruction::kCheckDeclared) {
       AllocationCap cap(ins.alloc_cap);
       if (ins.native) ins.native(frame.stack);
-      else ins.op->callBoxed(frame.stack);
+      else op->callBoxed(frame.stack);
     } else if (ins.native) {
       ins.native(frame.stack);
     } else {
-      ins.op->callBoxed(frame.stack);
+      op->callBoxed(frame.stack);
     }
   } catch (const c10::Error& e) {
     raise_execution_error(ins, frame, e.what_without_backtrace());

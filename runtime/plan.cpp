@@ -244,6 +244,22 @@ void ExecutionPlan::finalize(const PlanOptions& options) {
     if (at == kInput) release_at_start_.push_back(v);
     else instructions_[static_cast<size_t>(at)].release.push_back(v);
   }
+  mark_in_place();
+}
+
+void ExecutionPlan::mark_in_place() {
+  for (Instruction& ins : instructions_) {
+    ins.inplace.reset();
+    if (!ins.op || ins.native || ins.mutates || ins.args.empty() ||
+        ins.args[0].kind != PlannedArg::Kind::Slot) {
+      continue;
+    }
+    const ValueId self = ins.args[0].slot;
+    if (std::find(ins.release.begin(), ins.release.end(), self) == ins.release.end()) continue;
+    std::optional<InplaceTwin> twin = inplace_twin(*ins.op);
+    if (!twin || (twin->binary && ins.args.size() < 2)) continue;
+    ins.inplace = std::move(twin);
+  }
 }
 
 namespace {

@@ -19,7 +19,7 @@
 //                   results are cached until a weight changes (weight_cache.h) — e.g. `t(W)`
 //                   of a linear layer, BatchNorm folded into convolution weights.
 // Liveness: each instruction lists the slots whose last use it is, released right after it
-// runs. Graph inputs are owned by the frame (moved in) and released after their last use
+// runs; an elementwise op whose input dies at it may run in place (reinplace.h). Graph inputs are owned by the frame (moved in) and released after their last use
 // too; an output is released (moved out) when it is delivered, unless a later instruction
 // still reads it.
 //
@@ -44,6 +44,7 @@
 #include "native_ops.h"
 #include "op_resolution.h"
 #include "pt2rt/program.h"
+#include "reinplace.h"
 #include "weight_cache.h"
 
 namespace pt2rt {
@@ -65,6 +66,9 @@ struct Instruction {
   /// With kCheckDeclared: the CPU bytes the call may allocate (allocation_cap.h).
   uint64_t alloc_cap = 0;
   bool mutates = false;                   ///< the schema writes an argument (never removed)
+  /// Set by finalize() when the op has an in-place twin and its `self` slot (argument 0)
+  /// dies here: the twin runs when can_run_in_place() holds for the call (reinplace.h).
+  std::optional<InplaceTwin> inplace;
 };
 
 /// Per-call state of one plan execution.
@@ -176,6 +180,8 @@ class ExecutionPlan {
   /// Dead-code elimination, hoisting, liveness and segments for `options` (build and
   /// specialize).
   void finalize(const PlanOptions& options);
+  /// Marks the instructions that may run their in-place twin (Instruction::inplace).
+  void mark_in_place();
   /// Moves weight-only instructions into prologue_ (see PlanOptions::cacheable_inputs).
   void hoist_weight_work(const std::vector<bool>& cacheable_inputs);
   /// Puts the prologue's results into `frame` (from the cache, computed if stale).
