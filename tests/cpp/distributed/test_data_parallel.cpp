@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -362,4 +363,41 @@ TEST_CASE("Rendezvous::from_env reads torchrun's variables", "[distributed]") {
   CHECK_THROWS_WITH(Rendezvous::from_env(), Contains("MASTER_PORT is not set"));
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR"}) unsetenv(v);
   CHECK_FALSE(Rendezvous::env_present());
+}
+
+namespace {
+void app_sigpipe_handler(int) {}
+}  // namespace
+
+TEST_CASE("joining a group ignores SIGPIPE unless the application chose a disposition",
+          "[distributed]") {
+  // A write to a dead peer's socket must be an error naming the lost rank, not the death of
+  // this process (the default action of SIGPIPE, which Gloo's writev cannot suppress).
+  struct sigaction saved {};
+  REQUIRE(::sigaction(SIGPIPE, nullptr, &saved) == 0);
+  auto set_handler = [](void (*h)(int)) {
+    struct sigaction sa {};
+    sa.sa_handler = h;
+    sigemptyset(&sa.sa_mask);
+    REQUIRE(::sigaction(SIGPIPE, &sa, nullptr) == 0);
+  };
+  auto current = [] {
+    struct sigaction now {};
+    ::sigaction(SIGPIPE, nullptr, &now);
+    return now.sa_handler;
+  };
+  Rendezvous one;
+  SECTION("default disposition: ignored after join") {
+    set_handler(SIG_DFL);
+    one.file_path = fresh_dir() + "/store";
+    ProcessGroup group = ProcessGroup::join(one);
+    CHECK(current() == SIG_IGN);
+  }
+  SECTION("the application's handler is kept") {
+    set_handler(app_sigpipe_handler);
+    one.file_path = fresh_dir() + "/store";
+    ProcessGroup group = ProcessGroup::join(one);
+    CHECK(current() == app_sigpipe_handler);
+  }
+  ::sigaction(SIGPIPE, &saved, nullptr);
 }
