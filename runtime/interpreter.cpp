@@ -117,11 +117,12 @@ void ExecutionPlan::fill_cached(Frame& frame) const {
 void ExecutionPlan::execute(const Instruction& ins, Frame& frame) const {
   const c10::OperatorHandle* op = ins.op ? &*ins.op : nullptr;
   if (ins.inplace) {  // decided before the stack takes its own references
-    const PlannedArg& o = ins.args[1];
-    const c10::IValue* other = !ins.inplace->binary ? nullptr
-                               : o.kind == PlannedArg::Kind::Slot     ? &frame.slots[o.slot]
-                               : o.kind == PlannedArg::Kind::Constant ? &o.constant
-                                                                      : nullptr;
+    const c10::IValue* other = nullptr;
+    if (ins.inplace->binary) {  // mark_in_place() checked that argument 1 exists
+      const PlannedArg& o = ins.args[1];
+      if (o.kind == PlannedArg::Kind::Slot) other = &frame.slots[o.slot];
+      else if (o.kind == PlannedArg::Kind::Constant) other = &o.constant;
+    }
     if (can_run_in_place(*ins.inplace, frame.slots[ins.args[0].slot], other)) {
       op = &ins.inplace->op;
     }
