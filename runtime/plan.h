@@ -19,9 +19,9 @@
 //                   results are cached until a weight changes (weight_cache.h) — e.g. `t(W)`
 //                   of a linear layer, BatchNorm folded into convolution weights.
 // Liveness: each instruction lists the slots whose last use it is, released right after it
-// runs; an elementwise op whose input dies at it may run in place (reinplace.h). Graph inputs are owned by the frame (moved in) and released after their last use
-// too; an output is released (moved out) when it is delivered, unless a later instruction
-// still reads it.
+// runs; an elementwise op whose input dies at it may run in place (reinplace.h). Graph inputs
+// are owned by the frame (moved in) and released after their last use too; an output is
+// released (moved out) when it is delivered, unless a later instruction still reads it.
 //
 // Per call (ExecutionPlan::run, or start + run_segment per segment): a Frame (slots + one
 // reusable stack) is the only state; for each instruction the stack is filled from

@@ -5,7 +5,6 @@
 #include <c10/core/InferenceMode.h>
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 

@@ -16,13 +16,14 @@ using namespace pt2rt::test;
 
 namespace {
 
-struct OneNode {
-  std::shared_ptr<Program> program;
-  std::unique_ptr<ExecutionPlan> plan;
-};
+/// The plan of `pb`'s first graph on CPU.
+std::unique_ptr<ExecutionPlan> build_plan(ProgramBuilder& pb) {
+  auto p = pb.program();
+  return ExecutionPlan::build(p, p->graphs[0], resolve_operators(*p), c10::kCPU);
+}
 
 /// A plan of `op.overload(x[, y])` whose result is the graph's only output.
-OneNode one_node(const std::string& op, const std::string& overload, const at::Tensor& x,
+std::unique_ptr<ExecutionPlan> one_node(const std::string& op, const std::string& overload, const at::Tensor& x,
                  const at::Tensor* y = nullptr) {
   ProgramBuilder pb;
   auto g = pb.graph(GraphRole::Inference);
@@ -30,10 +31,7 @@ OneNode one_node(const std::string& op, const std::string& overload, const at::T
   if (y) args.push_back(tensor_arg(g.input(plain(1), tensor_value("y", y->scalar_type(), y->sizes().vec()))));
   ValueId r = g.node(op, overload, args, {tensor_value("r", x.scalar_type(), x.sizes().vec())})[0];
   g.output(plain_out(0), r);
-  OneNode n{pb.program(), nullptr};
-  n.plan = ExecutionPlan::build(n.program, n.program->graphs[0], resolve_operators(*n.program),
-                                c10::kCPU);
-  return n;
+  return build_plan(pb);
 }
 
 struct Outcome {
@@ -72,8 +70,7 @@ TEST_CASE("reinplace: an op whose input dies is marked; one whose input is read 
   ValueId d = g.node("aten::mul", "Tensor", {tensor_arg(c), tensor_arg(b)},
                      {tensor_value("d", at::kFloat, {4})})[0];
   g.output(plain_out(0), d);
-  auto p = pb.program();
-  auto plan = ExecutionPlan::build(p, p->graphs[0], resolve_operators(*p), c10::kCPU);
+  auto plan = build_plan(pb);
   const auto& ins = plan->instructions();
   REQUIRE(ins.size() == 4);
   CHECK(ins[0].inplace.has_value());   // relu(x): x's last read
@@ -95,13 +92,13 @@ TEST_CASE("reinplace: the twin runs only when nothing else can see the input",
   c10::NoGradGuard no_grad;
 
   SECTION("sole owner: in place, same values and layout") {
-    Outcome o = run(*relu.plan, base.clone());
+    Outcome o = run(*relu, base.clone());
     CHECK(o.reused);
     check_same_as_out_of_place(o.result, base.relu());
   }
   SECTION("the caller keeps a reference: out of place, the input untouched") {
     at::Tensor x = base.clone();
-    Outcome o = run(*relu.plan, x);
+    Outcome o = run(*relu, x);
     CHECK(!o.reused);
     CHECK(x.equal(base));
     check_same_as_out_of_place(o.result, base.relu());
@@ -109,26 +106,26 @@ TEST_CASE("reinplace: the twin runs only when nothing else can see the input",
   SECTION("a view shares the storage: out of place, the view untouched") {
     at::Tensor x = base.clone();
     at::Tensor view = x.view({128});
-    Outcome o = run(*relu.plan, std::move(x));
+    Outcome o = run(*relu, std::move(x));
     CHECK(!o.reused);
     CHECK(view.equal(base.view({128})));
   }
   SECTION("grad mode on: out of place (autograd would record the call)") {
     c10::AutoGradMode grad(true);
-    Outcome o = run(*relu.plan, base.clone());
+    Outcome o = run(*relu, base.clone());
     CHECK(!o.reused);
     check_same_as_out_of_place(o.result, base.relu());
   }
   SECTION("a non-contiguous input: out of place, the layout the out-of-place op gives") {
     auto relu_t = one_node("aten::relu", "", base.t());
-    Outcome o = run(*relu_t.plan, base.clone().t());
+    Outcome o = run(*relu_t, base.clone().t());
     CHECK(!o.reused);
     check_same_as_out_of_place(o.result, base.t().relu());
   }
   SECTION("an integral input of a floating-only op: out of place, the promoted dtype") {
     const at::Tensor ints = at::arange(-4, 4, at::kLong);
     auto sigmoid = one_node("aten::sigmoid", "", ints);
-    Outcome o = run(*sigmoid.plan, ints.clone());
+    Outcome o = run(*sigmoid, ints.clone());
     CHECK(!o.reused);
     check_same_as_out_of_place(o.result, ints.sigmoid());
   }
@@ -140,7 +137,7 @@ TEST_CASE("reinplace: a binary op runs in place only when the result keeps self'
   const at::Tensor x = at::randn({4, 6});
   auto check = [&](const at::Tensor& y, bool expect_in_place) {
     auto add = one_node("aten::add", "Tensor", x, &y);
-    Outcome o = run(*add.plan, x.clone(), &y);
+    Outcome o = run(*add, x.clone(), &y);
     CHECK(o.reused == expect_in_place);
     check_same_as_out_of_place(o.result, x + y);
   };
@@ -156,8 +153,7 @@ TEST_CASE("reinplace: a binary op runs in place only when the result keeps self'
     ValueId r = g.node("aten::add", "Tensor", {tensor_arg(v), tensor_arg(v)},
                        {tensor_value("r", at::kFloat, {4, 6})})[0];
     g.output(plain_out(0), r);
-    auto p = pb.program();
-    auto plan = ExecutionPlan::build(p, p->graphs[0], resolve_operators(*p), c10::kCPU);
+    auto plan = build_plan(pb);
     Outcome o = run(*plan, x.clone());
     CHECK(o.reused);
     check_same_as_out_of_place(o.result, x + x);
