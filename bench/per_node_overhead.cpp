@@ -85,7 +85,7 @@ std::vector<torch::jit::Stack> record_stacks(const ExecutionPlan& plan,
     torch::jit::Stack stack;
     ExecutionPlan::push_arguments(ins, slots, stack);
     stacks.push_back(stack);
-    if (ins.native) ins.native(stack);
+    if (ins.native) ins.native->kernel(stack);
     else ins.op->callBoxed(stack);
     for (size_t j = 0; j < ins.outputs.size(); ++j) slots[ins.outputs[j]] = stack[j];
   }
@@ -99,7 +99,7 @@ std::function<void()> bare_loop(const ExecutionPlan& plan,
     const auto& ins = plan.instructions();
     for (size_t i = 0; i < ins.size(); ++i) {
       torch::jit::Stack s = stacks[i];
-      if (ins[i].native) ins[i].native(s);
+      if (ins[i].native) ins[i].native->kernel(s);
       else ins[i].op->callBoxed(s);
     }
   };

@@ -132,10 +132,10 @@ void ExecutionPlan::execute(const Instruction& ins, Frame& frame) const {
   try {
     if (ins.checks & Instruction::kCheckDeclared) {
       AllocationCap cap(ins.alloc_cap);
-      if (ins.native) ins.native(frame.stack);
+      if (ins.native) ins.native->kernel(frame.stack);
       else op->callBoxed(frame.stack);
     } else if (ins.native) {
-      ins.native(frame.stack);
+      ins.native->kernel(frame.stack);
     } else {
       op->callBoxed(frame.stack);
     }
@@ -195,8 +195,7 @@ void ExecutionPlan::raise_execution_error(const Instruction& ins, const Frame& f
   const Node& node = graph_->nodes[ins.node];
   const Operator& op = program_->operators[node.op];
   NodeContext ctx{*program_, *graph_, ins.node, op, device_};
-  const c10::FunctionSchema& schema =
-      ins.native ? find_native_op(op.name, op.overload)->schema : ins.op->schema();
+  const c10::FunctionSchema& schema = ins.native ? ins.native->schema : ins.op->schema();
 
   std::ostringstream os;
   os << ctx.describe() << " failed: " << message << "\n  arguments:";

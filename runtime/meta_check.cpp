@@ -155,7 +155,7 @@ class MetaRun {
       bool verified = ins.native || runs_on_meta(*ins.op);
       try {
         if (!verified) stack = declared_results(ins);  // no Meta kernel: checked per run
-        else if (ins.native) ins.native(stack);
+        else if (ins.native) ins.native->kernel(stack);
         else ins.op->callBoxed(stack);
       } catch (const c10::NotImplementedError&) {
         // A composite op whose decomposition reaches an op without a Meta kernel.
@@ -219,8 +219,7 @@ class MetaRun {
 
  private:
   const c10::FunctionSchema& op_schema(const Instruction& ins) const {
-    const Operator& op = state_.program->operators[graph_.nodes[ins.node].op];
-    return ins.native ? find_native_op(op.name, op.overload)->schema : ins.op->schema();
+    return ins.native ? ins.native->schema : ins.op->schema();
   }
 
   /// The writes the operator policy leaves to each node: an optional argument with a write

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "batch_norm_stats.h"
 #include "pt2rt/errors.h"
 
 namespace pt2rt {
@@ -76,7 +77,7 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
       continue;
     }
     ins.op = rop.handle;
-    ins.native = rop.native ? rop.native->kernel : nullptr;
+    ins.native = rop.native;
     ins.node = static_cast<uint32_t>(i);
     for (const c10::Argument& r : schema.returns()) {
       if (r.alias_info() != nullptr) ins.checks |= Instruction::kCheckViews;
@@ -93,6 +94,11 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
     plan->instructions_.push_back(std::move(ins));
   }
 
+  // A training-mode BatchNorm's running statistics by its own kernel (batch_norm_stats.h); the
+  // meta check's plan keeps the graph as written, node by node.
+  if (device.type() != c10::DeviceType::Meta && fuse_batch_norm_stats(plan->instructions_, graph) > 0) {
+    plan->max_stack_ = std::max<size_t>(plan->max_stack_, 8);
+  }
   plan->program_ = std::move(program);
   plan->finalize(options);
   return plan;

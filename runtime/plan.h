@@ -2,7 +2,9 @@
 //
 // Built once at load (ExecutionPlan::build): every node's op is already resolved
 // (op_resolution.h) and its arguments pre-converted against the runtime schema
-// (argument_conversion.h). A value's slot is its value id.
+// (argument_conversion.h). A value's slot is its value id. On a real device (not the meta
+// check's plan) a training BatchNorm's running-statistics arithmetic becomes one native
+// instruction (batch_norm_stats.h).
 //
 // PlanOptions specialise a plan (ExecutionPlan::specialize, also at load or once per
 // training specialisation, never per call):
@@ -51,7 +53,7 @@ namespace pt2rt {
 
 struct Instruction {
   std::optional<c10::OperatorHandle> op;  ///< dispatcher op, or
-  NativeKernel native = nullptr;          ///< a pt2rt native kernel
+  const NativeOp* native = nullptr;       ///< a pt2rt native op (its schema and kernel)
   std::vector<PlannedArg> args;           ///< one per schema argument
   std::vector<ValueId> outputs;           ///< slot per returned element
   std::vector<ValueId> release;           ///< slots dead after this instruction

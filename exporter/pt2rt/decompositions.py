@@ -20,7 +20,9 @@ input (``var``) and seven ops; the recovered variance differs from the kernel's 
 rounding of ``save_invstd`` (a few 1e-7 relative). ``lerp(a, b, w) = a + w * (b - a)`` is the
 momentum update. Functionalization then turns the copies into ``InputMutation`` outputs.
 Decompositions run below autograd, so autograd still records the original
-``native_batch_norm`` and the backward stays ``native_batch_norm_backward``.
+``native_batch_norm`` and the backward stays ``native_batch_norm_backward``. The C++ runtime
+recognises the six ops by data flow and runs them as the kernel's own in-place update on
+clones of the running statistics (runtime/batch_norm_stats.h), which gives eager's bits.
 """
 from __future__ import annotations
 

@@ -1,0 +1,283 @@
+// runtime/batch_norm_stats.cpp — see batch_norm_stats.h.
+#include "batch_norm_stats.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace pt2rt {
+namespace {
+
+/// The six ops as the graph writes them (the fallback, and the reference the fusion must
+/// reproduce for out / save_mean / save_invstd).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> as_written(
+    const at::Tensor& x, const c10::optional<at::Tensor>& weight,
+    const c10::optional<at::Tensor>& bias, const at::Tensor& running_mean,
+    const at::Tensor& running_var, double momentum, double eps, double factor) {
+  auto [out, mean, invstd] =
+      at::native_batch_norm(x, weight, bias, c10::nullopt, c10::nullopt, true, momentum, eps);
+  at::Tensor new_mean = at::lerp(running_mean, mean, momentum);
+  at::Tensor unbiased = at::mul(at::sub(at::pow(invstd, -2), eps), factor);
+  at::Tensor new_var = at::lerp(running_var, unbiased, momentum);
+  return {out, mean, invstd, new_mean, new_var};
+}
+
+/// Elements per channel of a BatchNorm input, as the exporter counts them.
+int64_t per_channel(c10::IntArrayRef sizes) {
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  return sizes.size() > 1 ? (sizes[1] == 0 ? 0 : numel / sizes[1]) : numel;
+}
+
+bool is_stat_of(const at::Tensor& stat, const at::Tensor& x) {
+  return stat.defined() && stat.scalar_type() == x.scalar_type() && stat.device() == x.device() &&
+         stat.layout() == c10::kStrided && stat.dim() == 1 && x.dim() >= 2 &&
+         stat.size(0) == x.size(1);
+}
+
+void batch_norm_with_stats_kernel(torch::jit::Stack& s) {
+  const double factor = s[7].toDouble(), eps = s[6].toDouble(), momentum = s[5].toDouble();
+  const at::Tensor running_var = s[4].toTensor(), running_mean = s[3].toTensor();
+  const c10::optional<at::Tensor> bias = s[2].toOptional<at::Tensor>();
+  const c10::optional<at::Tensor> weight = s[1].toOptional<at::Tensor>();
+  const at::Tensor x = s[0].toTensor();
+  s.clear();
+  const int64_t n = per_channel(x.sizes());
+  const bool fits = (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+                    is_stat_of(running_mean, x) && is_stat_of(running_var, x) && n > 1 &&
+                    static_cast<double>(n) / static_cast<double>(n - 1) == factor;
+  if (!fits) {
+    auto [out, mean, invstd, new_mean, new_var] =
+        as_written(x, weight, bias, running_mean, running_var, momentum, eps, factor);
+    s.insert(s.end(), {out, mean, invstd, new_mean, new_var});
+    return;
+  }
+  at::Tensor new_mean = running_mean.clone(), new_var = running_var.clone();
+  auto [out, mean, invstd] =
+      at::native_batch_norm(x, weight, bias, new_mean, new_var, true, momentum, eps);
+  s.insert(s.end(), {out, mean, invstd, new_mean, new_var});
+}
+
+// ---- matching ---------------------------------------------------------------------------
+
+bool is_op(const Instruction& ins, const char* name, const char* overload) {
+  if (!ins.op || ins.native) return false;
+  const c10::OperatorName& n = ins.op->operator_name();
+  return n.name == name && n.overload_name == overload;
+}
+
+/// A constant argument's number: a Scalar, or a 0-dim tensor (a wrapped Python number).
+std::optional<double> number(const PlannedArg& a) {
+  if (a.kind != PlannedArg::Kind::Constant) return std::nullopt;
+  const c10::IValue& c = a.constant;
+  if (c.isDouble()) return c.toDouble();
+  if (c.isInt()) return static_cast<double>(c.toInt());
+  if (c.isTensor() && c.toTensor().defined() && c.toTensor().dim() == 0 &&
+      c.toTensor().is_cpu()) {
+    return c.toTensor().item<double>();
+  }
+  return std::nullopt;
+}
+
+bool is_none(const PlannedArg& a) { return a.kind == PlannedArg::Kind::Constant && a.constant.isNone(); }
+
+bool reads_slot(const Instruction& ins, size_t k, ValueId v) {
+  return ins.args.size() > k && ins.args[k].kind == PlannedArg::Kind::Slot && ins.args[k].slot == v;
+}
+
+class Matcher {
+ public:
+  Matcher(const std::vector<Instruction>& instructions, const Graph& graph)
+      : ins_(instructions), graph_(graph), readers_(graph.values.size()),
+        is_input_(graph.values.size(), false), is_output_(graph.values.size(), false) {
+    std::vector<ValueId> used;
+    for (size_t i = 0; i < ins_.size(); ++i) {
+      used.clear();
+      for (const PlannedArg& a : ins_[i].args) collect_slots(a, used);
+      for (ValueId v : used) {
+        if (readers_[v].empty() || readers_[v].back() != i) readers_[v].push_back(i);
+      }
+    }
+    for (const GraphInput& in : graph.inputs) is_input_[in.value] = true;
+    for (const GraphOutput& out : graph.outputs) {
+      if (out.value >= 0) is_output_[static_cast<size_t>(out.value)] = true;
+    }
+  }
+
+  /// The group of the native_batch_norm at `i`: indices of (lerp mean, pow, sub, mul, lerp
+  /// var) and the fused instruction, or nullopt.
+  std::optional<std::pair<std::vector<size_t>, Instruction>> match(size_t i) const {
+    const Instruction& bn = ins_[i];
+    if (!is_op(bn, "aten::native_batch_norm", "") || bn.args.size() != 8 || bn.outputs.size() != 3 ||
+        bn.args[0].kind != PlannedArg::Kind::Slot || !is_none(bn.args[3]) || !is_none(bn.args[4]) ||
+        bn.args[5].kind != PlannedArg::Kind::Constant || !bn.args[5].constant.isBool() ||
+        !bn.args[5].constant.toBool()) {
+      return std::nullopt;
+    }
+    const std::optional<double> momentum = number(bn.args[6]), eps = number(bn.args[7]);
+    const std::optional<int64_t> channels = static_channels(bn.args[0].slot);
+    if (!momentum || !eps || !channels) return std::nullopt;
+    const c10::ScalarType dtype = graph_.values[bn.args[0].slot].meta->dtype;
+    const ValueId mean = bn.outputs[1], invstd = bn.outputs[2];
+
+    auto stat_input = [&](const Instruction& lerp) -> std::optional<ValueId> {
+      if (lerp.args.size() != 3 || lerp.args[0].kind != PlannedArg::Kind::Slot ||
+          number(lerp.args[2]) != momentum || lerp.outputs.size() != 1) {
+        return std::nullopt;
+      }
+      const ValueId stat = lerp.args[0].slot;
+      if (!is_input_[stat] || !is_stat(stat, dtype, *channels) ||
+          !is_stat(lerp.outputs[0], dtype, *channels)) {
+        return std::nullopt;
+      }
+      for (size_t r : readers_[stat]) {
+        if (ins_[r].mutates) return std::nullopt;
+      }
+      return stat;
+    };
+
+    std::optional<size_t> lerp_mean;
+    for (size_t r : readers_[mean]) {
+      if (is_op(ins_[r], "aten::lerp", "Scalar") && reads_slot(ins_[r], 1, mean) &&
+          !reads_slot(ins_[r], 0, mean) && stat_input(ins_[r])) {
+        if (lerp_mean) return std::nullopt;  // two candidates: leave the graph as written
+        lerp_mean = r;
+      }
+    }
+    std::optional<size_t> pow;
+    for (size_t r : readers_[invstd]) {
+      if (is_op(ins_[r], "aten::pow", "Tensor_Scalar") && reads_slot(ins_[r], 0, invstd) &&
+          ins_[r].args.size() == 2 && number(ins_[r].args[1]) == -2.0) {
+        if (pow) return std::nullopt;
+        pow = r;
+      }
+    }
+    if (!lerp_mean || !pow) return std::nullopt;
+    const int64_t n = per_channel(static_sizes(bn.args[0].slot));
+    if (n <= 1) return std::nullopt;
+    const double factor = static_cast<double>(n) / static_cast<double>(n - 1);
+    const std::optional<size_t> sub = sole_reader(ins_[*pow], "aten::sub", "Tensor");
+    if (!sub || ins_[*sub].args.size() != 3 || number(ins_[*sub].args[1]) != eps ||
+        number(ins_[*sub].args[2]) != 1.0) {
+      return std::nullopt;
+    }
+    const std::optional<size_t> mul = sole_reader(ins_[*sub], "aten::mul", "Tensor");
+    if (!mul || ins_[*mul].args.size() != 2 || number(ins_[*mul].args[1]) != factor) {
+      return std::nullopt;
+    }
+    const std::optional<size_t> lerp_var = sole_reader(ins_[*mul], "aten::lerp", "Scalar", 1);
+    if (!lerp_var) return std::nullopt;
+    const std::optional<ValueId> running_mean = stat_input(ins_[*lerp_mean]);
+    const std::optional<ValueId> running_var = stat_input(ins_[*lerp_var]);
+    if (!running_mean || !running_var) return std::nullopt;
+
+    Instruction fused;
+    fused.native = &batch_norm_with_stats_op();
+    fused.args = {bn.args[0], bn.args[1], bn.args[2], slot_arg(*running_mean),
+                  slot_arg(*running_var), constant_arg(*momentum), constant_arg(*eps),
+                  constant_arg(factor)};
+    fused.outputs = {bn.outputs[0], mean, invstd, ins_[*lerp_mean].outputs[0],
+                     ins_[*lerp_var].outputs[0]};
+    fused.node = bn.node;
+    fused.checks = bn.checks;
+    fused.alloc_cap = bn.alloc_cap;
+    return std::make_pair(std::vector<size_t>{*lerp_mean, *pow, *sub, *mul, *lerp_var},
+                          std::move(fused));
+  }
+
+ private:
+  static PlannedArg slot_arg(ValueId v) {
+    PlannedArg a;
+    a.kind = PlannedArg::Kind::Slot;
+    a.slot = v;
+    return a;
+  }
+  static PlannedArg constant_arg(double d) {
+    PlannedArg a;
+    a.constant = d;
+    return a;
+  }
+
+  /// The declared sizes of a float32/float64 tensor value with only static dims; empty when
+  /// it has none of those.
+  std::vector<int64_t> static_sizes(ValueId v) const {
+    const Value& value = graph_.values[v];
+    std::vector<int64_t> sizes;
+    if (value.kind != ValueKind::Tensor || !value.meta) return sizes;
+    for (const Dim& d : value.meta->sizes) {
+      if (!d.is_static()) return {};
+      sizes.push_back(d.value);
+    }
+    return sizes;
+  }
+  std::optional<int64_t> static_channels(ValueId x) const {
+    const std::vector<int64_t> sizes = static_sizes(x);
+    const c10::ScalarType dtype = graph_.values[x].meta ? graph_.values[x].meta->dtype : at::kByte;
+    if (sizes.size() < 2 || (dtype != at::kFloat && dtype != at::kDouble)) return std::nullopt;
+    return sizes[1];
+  }
+  bool is_stat(ValueId v, c10::ScalarType dtype, int64_t channels) const {
+    const std::vector<int64_t> sizes = static_sizes(v);
+    return sizes.size() == 1 && sizes[0] == channels && graph_.values[v].meta->dtype == dtype;
+  }
+  /// The one instruction that reads `producer`'s single output, when it is `name.overload`
+  /// reading it as argument `k` only and the output is not a graph output.
+  std::optional<size_t> sole_reader(const Instruction& producer, const char* name,
+                                    const char* overload, size_t k = 0) const {
+    if (producer.outputs.size() != 1) return std::nullopt;
+    const ValueId v = producer.outputs[0];
+    if (is_output_[v] || readers_[v].size() != 1) return std::nullopt;
+    const Instruction& r = ins_[readers_[v][0]];
+    if (!is_op(r, name, overload) || !reads_slot(r, k, v) || r.outputs.size() != 1) return std::nullopt;
+    for (size_t j = 0; j < r.args.size(); ++j) {
+      if (j != k && reads_slot(r, j, v)) return std::nullopt;
+    }
+    return readers_[v][0];
+  }
+
+  const std::vector<Instruction>& ins_;
+  const Graph& graph_;
+  std::vector<std::vector<size_t>> readers_;  ///< per slot, the instructions reading it
+  std::vector<bool> is_input_, is_output_;
+};
+
+}  // namespace
+
+const NativeOp& batch_norm_with_stats_op() {
+  static const NativeOp op{
+      torch::jit::parseSchema(
+          "pt2rt::batch_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias, "
+          "Tensor running_mean, Tensor running_var, float momentum, float eps, "
+          "float unbiased_factor) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"),
+      &batch_norm_with_stats_kernel};
+  return op;
+}
+
+size_t fuse_batch_norm_stats(std::vector<Instruction>& instructions, const Graph& graph) {
+  const Matcher matcher(instructions, graph);
+  std::vector<bool> removed(instructions.size(), false);
+  std::vector<std::pair<size_t, Instruction>> fused;
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    auto group = matcher.match(i);
+    if (!group) continue;
+    bool free = true;  // each instruction belongs to at most one group
+    for (size_t r : group->first) free = free && !removed[r];
+    if (!free) continue;
+    for (size_t r : group->first) removed[r] = true;
+    fused.emplace_back(i, std::move(group->second));
+  }
+  if (fused.empty()) return 0;
+  for (auto& [i, ins] : fused) instructions[i] = std::move(ins);
+  std::vector<Instruction> kept;
+  kept.reserve(instructions.size());
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    if (!removed[i]) kept.push_back(std::move(instructions[i]));
+  }
+  instructions = std::move(kept);
+  return fused.size();
+}
+
+}  // namespace pt2rt

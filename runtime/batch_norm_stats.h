@@ -1,0 +1,56 @@
+// runtime/batch_norm_stats.h — a training-mode BatchNorm's running-statistics update run by
+// the batch-norm kernel itself, as eager PyTorch runs it.
+//
+// Graphs carry no mutation, so the exporter writes a training-mode BatchNorm as
+// (exporter/pt2rt/decompositions.py, both torch lines):
+//
+//   out, save_mean, save_invstd = native_batch_norm(x, w, b, None, None, True, momentum, eps)
+//   new_mean = lerp.Scalar(running_mean, save_mean, momentum)
+//   p = pow.Tensor_Scalar(save_invstd, -2)          # biased variance + eps
+//   s = sub.Tensor(p, eps)                          # biased variance
+//   u = mul.Tensor(s, n / (n - 1))                  # unbiased variance (n per channel)
+//   new_var = lerp.Scalar(running_var, u, momentum)
+//
+// with new_mean / new_var returned as InputMutation outputs. Eager PyTorch (and TorchScript)
+// instead pass the running statistics to the kernel, which updates them in place from the
+// mean and variance it has just computed (ATen's batch_norm_cpu_update_stats_template and the
+// CUDA batch_norm_update_stats: `running = momentum * batch + (1 - momentum) * running`, in the
+// accumulation type, the variance unbiased). Five small ops per layer cost more than the
+// update (each dispatches, allocates, and on CPU casts its double scalar), and their float32
+// arithmetic on save_invstd differs from the kernel's by rounding.
+//
+// At plan build (real devices, not the meta check's plan) each such group of six
+// instructions, matched by data flow with every constant checked (training, the same
+// momentum and eps throughout, exponent -2, alpha 1, the factor exactly n / (n - 1) of the
+// input's declared static sizes) and p, s, u read by nothing else, becomes one instruction
+// of the kernel below. It returns (out, save_mean, save_invstd, new_mean, new_var): the
+// kernel run on clones of the running statistics, so out / save_mean / save_invstd are the
+// bits the unfused node computes and new_mean / new_var are eager's bits. When a call's
+// tensors do not fit (running statistics not of the input's dtype, device and [C] shape,
+// an input whose per-channel count no longer gives the factor, an input dtype other than
+// float32/float64) the kernel computes the six ops as written instead.
+#pragma once
+
+#include <vector>
+
+#include "native_ops.h"
+#include "plan.h"
+
+namespace pt2rt {
+
+/// pt2rt::batch_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias,
+///   Tensor running_mean, Tensor running_var, float momentum, float eps,
+///   float unbiased_factor) -> (Tensor out, Tensor save_mean, Tensor save_invstd,
+///   Tensor new_running_mean, Tensor new_running_var)
+/// Never names an archive node (find_native_op does not know it); only plans make it. The
+/// returned object lives for the whole process.
+const NativeOp& batch_norm_with_stats_op();
+
+/// Replaces each matched group (see the file comment) in `instructions` — a plan's list in
+/// graph order, before finalize — by one batch_norm_with_stats instruction at the
+/// native_batch_norm's place, attributed to that node. `graph` is the plan's graph, its
+/// inputs and outputs as in the plan. Groups that do not match exactly are left alone.
+/// @returns the number of groups fused.
+size_t fuse_batch_norm_stats(std::vector<Instruction>& instructions, const Graph& graph);
+
+}  // namespace pt2rt
