@@ -1,8 +1,16 @@
-// bench/step_only.cpp — pt2rt_bench_step: one contender's training step in a loop, for
-// perf record / callgrind (pt2rt_bench interleaves every contender in one process).
+// bench/step_only.cpp — pt2rt_bench_step: one contender's training step (or inference call)
+// in a loop, for perf record / callgrind (pt2rt_bench interleaves every contender in one
+// process).
 //
 //   pt2rt_bench_step MODEL.pt2 MODEL_train.ts --profile pt2rt|ts [--rounds N]
-//                    [--trainable PREFIX] [--loss ce|mse]
+//                    [--trainable PREFIX] [--loss ce|mse] [--ops]
+//   pt2rt_bench_step MODEL_fold.pt2 MODEL_eval.ts --profile pt2rt_infer|ts_frozen [--rounds N]
+//                    [--examples-from MODEL.pt2]
+//
+// pt2rt_bench's work directory has the files (<model>.pt2, <model>_fold.pt2,
+// <model>_train.ts, <model>_eval.ts). The inputs are the bundled example of MODEL.pt2 (or of
+// --examples-from: pt2rt_bench's _fold archives bundle none). --ops then runs N more calls counting, per operator
+// name, the calls and their inclusive wall time (RecordFunction callbacks).
 //
 // The inputs are the archive's bundled example (Model::example_inputs); the cross-entropy
 // target is class 0 for every row. Not a test: prints the minimum step time.
@@ -11,11 +19,10 @@
 #include <ATen/record_function.h>
 
 #include <chrono>
-#include <map>
-#include <memory>
-
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "measure.h"
@@ -53,10 +60,14 @@ void count_ops() {
 
 }  // namespace
 
+static int run(const std::string& pt2, const std::string& ts, const std::string& profile,
+               const std::string& examples, int rounds, bool ops, pt2rt::bench::Workload w);
+
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: pt2rt_bench_step MODEL.pt2 MODEL_train.ts --profile pt2rt|ts "
-                         "[--rounds N] [--trainable PREFIX] [--loss ce|mse]\n");
+    std::fprintf(stderr, "usage: pt2rt_bench_step MODEL.pt2 MODEL.ts "
+                         "--profile pt2rt|ts|pt2rt_infer|ts_frozen [--rounds N] "
+                         "[--trainable PREFIX] [--loss ce|mse] [--examples-from A.pt2] [--ops]\n");
     return 2;
   }
   const std::string pt2 = argv[1], ts = argv[2];
@@ -64,22 +75,42 @@ int main(int argc, char** argv) {
   int rounds = 20;
   pt2rt::bench::Workload w;
   w.loss = "ce";
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--profile")) profile = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::stoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--trainable")) w.trainable_prefix = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--loss")) w.loss = argv[i + 1];
-  }
   bool ops = false;
-  for (int i = 3; i < argc; ++i) ops = ops || !std::strcmp(argv[i], "--ops");
+  std::string examples = pt2;
+  for (int i = 3; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--ops")) ops = true;
+    else if (!std::strcmp(argv[i], "--profile") && has_value) profile = argv[++i];
+    else if (!std::strcmp(argv[i], "--rounds") && has_value) rounds = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--trainable") && has_value) w.trainable_prefix = argv[++i];
+    else if (!std::strcmp(argv[i], "--loss") && has_value) w.loss = argv[++i];
+    else if (!std::strcmp(argv[i], "--examples-from") && has_value) examples = argv[++i];
+    else {
+      std::fprintf(stderr, "pt2rt_bench_step: unknown or incomplete option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  try {
+    return run(pt2, ts, profile, examples, rounds, ops, w);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pt2rt_bench_step: %s\n", e.what());
+    return 2;
+  }
+}
+
+static int run(const std::string& pt2, const std::string& ts, const std::string& profile,
+               const std::string& examples, int rounds, bool ops, pt2rt::bench::Workload w) {
   at::set_num_threads(1);
-  w.inputs = pt2rt::Model::load(pt2).example_inputs();
+  w.inputs = pt2rt::Model::load(examples).example_inputs();
   if (w.loss == "ce") w.target = at::zeros({w.inputs[0].size(0)}, at::kLong);
-  const pt2rt::bench::Call step = profile == "ts" ? pt2rt::bench::torchscript_training(ts, w)
-                                                  : pt2rt::bench::pt2rt_training(pt2, w);
+  const pt2rt::bench::Call step =
+      profile == "ts"          ? pt2rt::bench::torchscript_training(ts, w)
+      : profile == "ts_frozen" ? pt2rt::bench::torchscript_inference(ts, w, true)
+      : profile == "pt2rt_infer" ? pt2rt::bench::pt2rt_inference(pt2, w)
+                                 : pt2rt::bench::pt2rt_training(pt2, w);
   const std::vector<double> t =
       pt2rt::bench::interleaved_min({step}, rounds, 2, pt2rt::bench::Clock::ThreadCpu);
-  std::printf("%s step %.3f ms (thread CPU, min of %d)\n", profile.c_str(), t[0] * 1e3, rounds);
+  std::printf("%s call %.3f ms (thread CPU, min of %d)\n", profile.c_str(), t[0] * 1e3, rounds);
   if (ops) {
     g_ops.clear();
     count_ops();

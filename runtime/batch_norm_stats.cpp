@@ -39,6 +39,7 @@ bool is_stat_of(const at::Tensor& stat, const at::Tensor& x) {
 }
 
 void batch_norm_with_stats_kernel(torch::jit::Stack& s) {
+  const bool in_place = s[8].toBool();
   const double factor = s[7].toDouble(), eps = s[6].toDouble(), momentum = s[5].toDouble();
   const at::Tensor running_var = s[4].toTensor(), running_mean = s[3].toTensor();
   const c10::optional<at::Tensor> bias = s[2].toOptional<at::Tensor>();
@@ -55,9 +56,16 @@ void batch_norm_with_stats_kernel(torch::jit::Stack& s) {
     s.insert(s.end(), {out, mean, invstd, new_mean, new_var});
     return;
   }
-  at::Tensor new_mean = running_mean.clone(), new_var = running_var.clone();
+  at::Tensor new_mean = in_place ? running_mean : running_mean.clone();
+  at::Tensor new_var = in_place ? running_var : running_var.clone();
   auto [out, mean, invstd] =
       at::native_batch_norm(x, weight, bias, new_mean, new_var, true, momentum, eps);
+  if (in_place) {
+    // The kernel writes through the data pointer; the version counters must say so (the
+    // weight cache keys on them) even if the call fails before the copy-back bumps them.
+    new_mean.unsafeGetTensorImpl()->bump_version();
+    new_var.unsafeGetTensorImpl()->bump_version();
+  }
   s.insert(s.end(), {out, mean, invstd, new_mean, new_var});
 }
 
@@ -174,11 +182,14 @@ class Matcher {
     const std::optional<ValueId> running_var = stat_input(ins_[*lerp_var]);
     if (!running_mean || !running_var) return std::nullopt;
 
+    const bool in_place = updated_buffer(*running_mean, ins_[*lerp_mean].outputs[0]) &&
+                          updated_buffer(*running_var, ins_[*lerp_var].outputs[0]);
     Instruction fused;
     fused.native = &batch_norm_with_stats_op();
     fused.args = {bn.args[0], bn.args[1], bn.args[2], slot_arg(*running_mean),
                   slot_arg(*running_var), constant_arg(*momentum), constant_arg(*eps),
-                  constant_arg(factor)};
+                  constant_arg(factor), PlannedArg{}};
+    fused.args.back().constant = in_place;
     fused.outputs = {bn.outputs[0], mean, invstd, ins_[*lerp_mean].outputs[0],
                      ins_[*lerp_var].outputs[0]};
     fused.node = bn.node;
@@ -189,6 +200,28 @@ class Matcher {
   }
 
  private:
+  /// Whether `stat` is a buffer input that only the group reads and whose InputMutation
+  /// output is `updated`: the model's own buffer, which the copy-back overwrites with
+  /// `updated` anyway, so the kernel may update it in place as eager does.
+  bool updated_buffer(ValueId stat, ValueId updated) const {
+    if (is_output_[stat] || readers_[stat].size() != 1) return false;
+    const InputDescriptor* buffer = nullptr;
+    for (const GraphInput& in : graph_.inputs) {
+      if (in.value == stat) buffer = &in.descriptor;
+    }
+    if (!buffer || buffer->kind != InputKind::Buffer) return false;
+    size_t mutations = 0;
+    bool matches = false;
+    for (const GraphOutput& out : graph_.outputs) {
+      if (out.descriptor.kind != OutputKind::InputMutation || !out.descriptor.of ||
+          !(*out.descriptor.of == *buffer)) {
+        continue;
+      }
+      ++mutations;
+      matches = out.value == static_cast<int64_t>(updated);
+    }
+    return mutations == 1 && matches;
+  }
   static PlannedArg slot_arg(ValueId v) {
     PlannedArg a;
     a.kind = PlannedArg::Kind::Slot;
@@ -251,7 +284,8 @@ const NativeOp& batch_norm_with_stats_op() {
       torch::jit::parseSchema(
           "pt2rt::batch_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias, "
           "Tensor running_mean, Tensor running_var, float momentum, float eps, "
-          "float unbiased_factor) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"),
+          "float unbiased_factor, bool update_in_place) -> "
+          "(Tensor, Tensor, Tensor, Tensor, Tensor)"),
       &batch_norm_with_stats_kernel};
   return op;
 }

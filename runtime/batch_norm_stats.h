@@ -24,8 +24,13 @@
 // momentum and eps throughout, exponent -2, alpha 1, the factor exactly n / (n - 1) of the
 // input's declared static sizes) and p, s, u read by nothing else, becomes one instruction
 // of the kernel below. It returns (out, save_mean, save_invstd, new_mean, new_var): the
-// kernel run on clones of the running statistics, so out / save_mean / save_invstd are the
-// bits the unfused node computes and new_mean / new_var are eager's bits. When a call's
+// kernel run on the running statistics, so out / save_mean / save_invstd are the bits the
+// unfused node computes and new_mean / new_var are eager's bits. Where a statistic is a
+// Buffer input read by nothing else whose InputMutation output is the new value — the
+// model's own buffer, which the forward's copy-back (model_state.h) would overwrite with it
+// anyway — the kernel updates it in place, as eager does, bumps its version counter (the
+// kernel writes through the data pointer) and returns it; otherwise it works on a clone.
+// When a call's
 // tensors do not fit (running statistics not of the input's dtype, device and [C] shape,
 // an input whose per-channel count no longer gives the factor, an input dtype other than
 // float32/float64) the kernel computes the six ops as written instead.
@@ -40,8 +45,9 @@ namespace pt2rt {
 
 /// pt2rt::batch_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias,
 ///   Tensor running_mean, Tensor running_var, float momentum, float eps,
-///   float unbiased_factor) -> (Tensor out, Tensor save_mean, Tensor save_invstd,
-///   Tensor new_running_mean, Tensor new_running_var)
+///   float unbiased_factor, bool update_in_place) -> (Tensor out, Tensor save_mean,
+///   Tensor save_invstd, Tensor new_running_mean, Tensor new_running_var)
+/// With update_in_place the new statistics are running_mean / running_var themselves.
 /// Never names an archive node (find_native_op does not know it); only plans make it. The
 /// returned object lives for the whole process.
 const NativeOp& batch_norm_with_stats_op();

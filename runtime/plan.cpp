@@ -97,7 +97,7 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
   // A training-mode BatchNorm's running statistics by its own kernel (batch_norm_stats.h); the
   // meta check's plan keeps the graph as written, node by node.
   if (device.type() != c10::DeviceType::Meta && fuse_batch_norm_stats(plan->instructions_, graph) > 0) {
-    plan->max_stack_ = std::max<size_t>(plan->max_stack_, 8);
+    plan->max_stack_ = std::max<size_t>(plan->max_stack_, 9);
   }
   plan->program_ = std::move(program);
   plan->finalize(options);

@@ -1,8 +1,9 @@
 // A training-mode BatchNorm's running-statistics arithmetic, as the exporter writes it, run
 // by the batch-norm kernel itself (runtime/batch_norm_stats.h), on hand-built forward graphs:
-// which groups are fused, that the fused results are eager's (the kernel updating clones of
-// the running statistics) while the caller's statistics stay untouched, and that whatever
-// does not match exactly — at plan build or at run time — computes the graph as written.
+// which groups are fused, that the fused results are eager's (the kernel updating the
+// model's buffers in place, or clones of statistics something else still sees), and that
+// whatever does not match exactly — at plan build or at run time — computes the graph as
+// written.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include "catch_compat.h"
@@ -24,6 +25,7 @@ struct Variant {
   double factor_n = 0;          ///< n of the n / (n - 1) factor; 0: the input's own
   double var_momentum = kMomentum;
   bool expose_biased_var = false;  ///< the sub's result is also a graph output
+  bool expose_running_mean = false;  ///< the running_mean input is also a graph output
 };
 
 /// The forward graph of one BatchNorm2d in training mode on x: float32[4, 3, 5, 5] (n = 100
@@ -56,6 +58,7 @@ std::unique_ptr<ExecutionPlan> batch_norm_plan(const Variant& v, c10::Device dev
   g.output(mutation_of(buffer("bn.running_mean")), new_mean);
   g.output(mutation_of(buffer("bn.running_var")), new_var);
   if (v.expose_biased_var) g.output(plain_out(1), s);
+  if (v.expose_running_mean) g.output(plain_out(1), rm);
   auto prog = pb.program();
   return ExecutionPlan::build(prog, prog->graphs[0], resolve_operators(*prog), device);
 }
@@ -112,20 +115,37 @@ TEST_CASE("batch-norm stats: the exporter's running-stat arithmetic runs in the 
   CHECK(plan->instructions()[0].native == &batch_norm_with_stats_op());
   CHECK(plan->instructions()[0].node == 0);  // errors and profiles name the native_batch_norm
 
-  const Inputs in = make_inputs();
-  const at::Tensor rm_before = in.rm.clone(), rv_before = in.rv.clone();
+  Inputs in = make_inputs();
+  const Inputs before{in.x, in.w, in.b, in.rm.clone(), in.rv.clone()};
+  const std::vector<at::Tensor> want = eager(before), written = as_written(before);
+  const int64_t rm_version = in.rm._version(), rv_version = in.rv._version();
   const std::vector<at::Tensor> got = run(*plan, in);
-  check_equal(got, eager(in));
-  // The caller's statistics are not written (the graph returns new ones).
-  CHECK(in.rm.equal(rm_before));
-  CHECK(in.rv.equal(rv_before));
+  check_equal(got, want);
+  // The statistics are the model's buffers (Buffer inputs whose InputMutation outputs are
+  // the new values): updated in place, as eager's kernel does, with their versions bumped.
+  CHECK(got[3].is_same(in.rm));
+  CHECK(got[4].is_same(in.rv));
+  CHECK(in.rm._version() > rm_version);
+  CHECK(in.rv._version() > rv_version);
   // out / save_mean / save_invstd are the unfused node's bits; the new statistics differ
   // from the graph's float32 arithmetic on save_invstd by rounding only.
-  const std::vector<at::Tensor> written = as_written(in);
   for (size_t k = 0; k < 3; ++k) CHECK(got[k].equal(written[k]));
   CHECK(at::allclose(got[3], written[3], 1e-6, 0));
   CHECK(at::allclose(got[4], written[4], 1e-6, 0));
   CHECK(!got[4].equal(written[4]));  // the data above makes the two roundings differ
+
+  SECTION("statistics something else still sees are updated on clones") {
+    Variant v;
+    v.expose_running_mean = true;  // the graph returns the old running_mean too
+    auto exposed = batch_norm_plan(v);
+    REQUIRE(exposed->instructions().size() == 1);
+    Inputs again{in.x, in.w, in.b, before.rm.clone(), before.rv.clone()};
+    const std::vector<at::Tensor> out = run(*exposed, again);
+    check_equal(out, want);
+    CHECK(again.rm.equal(before.rm));
+    CHECK(again.rv.equal(before.rv));
+    CHECK(out[5].equal(before.rm));
+  }
 
   // The meta check's plan keeps the graph node by node.
   CHECK(batch_norm_plan({}, c10::Device(c10::kMeta))->instructions().size() == 6);
