@@ -31,7 +31,8 @@ std::vector<double> interleaved_min(const std::vector<std::function<void()>>& fn
   }
   std::vector<double> best(fns.size(), std::numeric_limits<double>::infinity());
   for (int r = 0; r < rounds; ++r) {
-    for (size_t i = 0; i < fns.size(); ++i) {
+    for (size_t k = 0; k < fns.size(); ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % fns.size();  // rotated each round
       const double t0 = now(clock);
       fns[i]();
       best[i] = std::min(best[i], now(clock) - t0);
