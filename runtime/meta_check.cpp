@@ -14,6 +14,7 @@
 
 #include "allocation_cap.h"
 #include "call_bounds.h"
+#include "meta_memo.h"
 #include "plan.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/text.h"
@@ -127,8 +128,8 @@ void remember_no_meta(const c10::OperatorHandle& op) {
 class MetaRun {
  public:
   MetaRun(const ModelState& state, const CompiledGraph& compiled, const std::vector<ResolvedOp>& ops,
-          const std::vector<int64_t>& symbols)
-      : state_(state), symbols_(symbols), graph_(compiled.graph()),
+          const std::vector<int64_t>& symbols, MetaMemo& memo)
+      : state_(state), symbols_(symbols), memo_(memo), graph_(compiled.graph()),
         plan_(ExecutionPlan::build(state.program, graph_, ops, kMeta)) {}
 
   GraphCost run(std::vector<c10::IValue> inputs,
@@ -154,9 +155,14 @@ class MetaRun {
       const torch::jit::Stack args = stack;
       bool verified = ins.native || runs_on_meta(*ins.op);
       try {
-        if (!verified) stack = declared_results(ins);  // no Meta kernel: checked per run
-        else if (ins.native) ins.native->kernel(stack);
-        else ins.op->callBoxed(stack);
+        if (!verified) {
+          stack = declared_results(ins);  // no Meta kernel: checked per run
+        } else if (ins.native) {
+          ins.native->kernel(stack);
+        } else if (!MetaMemo::pure(schema) || !memo_.lookup(*ins.op, args, stack)) {
+          ins.op->callBoxed(stack);
+          if (MetaMemo::pure(schema)) memo_.remember(*ins.op, args, stack);
+        }
       } catch (const c10::NotImplementedError&) {
         // A composite op whose decomposition reaches an op without a Meta kernel.
         verified = false;
@@ -325,6 +331,7 @@ class MetaRun {
 
   const ModelState& state_;
   const std::vector<int64_t>& symbols_;
+  MetaMemo& memo_;
   const Graph& graph_;
   std::unique_ptr<ExecutionPlan> plan_;
 };
@@ -364,6 +371,7 @@ std::vector<GraphCost> run_graphs(const ModelState& state, const std::vector<Res
 
   std::vector<GraphCost> costs(3);
   if (unverified) unverified->assign(3, {});
+  MetaMemo memo;  // shared by the graphs: the forward repeats the inference graph's layers
   std::vector<c10::IValue> forward_outputs;
   const std::optional<CompiledGraph>* graphs[3] = {&state.inference, &state.forward,
                                                    &state.backward};
@@ -396,7 +404,7 @@ std::vector<GraphCost> run_graphs(const ModelState& state, const std::vector<Res
         }
       }
     }
-    MetaRun run(state, g, ops, symbols);
+    MetaRun run(state, g, ops, symbols, memo);
     std::vector<std::pair<uint32_t, uint64_t>> unchecked;
     std::vector<c10::IValue> outputs;
     {
