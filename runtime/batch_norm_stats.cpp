@@ -38,8 +38,13 @@ bool is_stat_of(const at::Tensor& stat, const at::Tensor& x) {
          stat.size(0) == x.size(1);
 }
 
+bool shares_storage(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() && b.defined() && a.has_storage() && b.has_storage() &&
+         a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
+}
+
 void batch_norm_with_stats_kernel(torch::jit::Stack& s) {
-  const bool in_place = s[8].toBool();
+  bool in_place = s[8].toBool();
   const double factor = s[7].toDouble(), eps = s[6].toDouble(), momentum = s[5].toDouble();
   const at::Tensor running_var = s[4].toTensor(), running_mean = s[3].toTensor();
   const c10::optional<at::Tensor> bias = s[2].toOptional<at::Tensor>();
@@ -56,6 +61,12 @@ void batch_norm_with_stats_kernel(torch::jit::Stack& s) {
     s.insert(s.end(), {out, mean, invstd, new_mean, new_var});
     return;
   }
+  // In place only on statistics no other argument sees (tied or aliased tensors bound to
+  // different inputs at run time: the kernel would read what it already wrote).
+  for (const at::Tensor& other : {x, weight.value_or(at::Tensor()), bias.value_or(at::Tensor())}) {
+    in_place = in_place && !shares_storage(running_mean, other) && !shares_storage(running_var, other);
+  }
+  in_place = in_place && !shares_storage(running_mean, running_var);
   at::Tensor new_mean = in_place ? running_mean : running_mean.clone();
   at::Tensor new_var = in_place ? running_var : running_var.clone();
   auto [out, mean, invstd] =

@@ -28,8 +28,9 @@
 // unfused node computes and new_mean / new_var are eager's bits. Where a statistic is a
 // Buffer input read by nothing else whose InputMutation output is the new value — the
 // model's own buffer, which the forward's copy-back (model_state.h) would overwrite with it
-// anyway — the kernel updates it in place, as eager does, bumps its version counter (the
-// kernel writes through the data pointer) and returns it; otherwise it works on a clone.
+// anyway — and it shares no storage with another argument at run time, the kernel updates
+// it in place, as eager does, bumps its version counter (the kernel writes through the data
+// pointer) and returns it; otherwise it works on a clone.
 // When a call's
 // tensors do not fit (running statistics not of the input's dtype, device and [C] shape,
 // an input whose per-channel count no longer gives the factor, an input dtype other than

@@ -63,6 +63,26 @@ def test_matches_eager_training(cli, archives, mlp_data, tmp_path, optimizer, lr
     assert f"saved {tuned}" in r.out
 
 
+def test_batch_norm_model_trains_like_eager_running_statistics_included(cli, archives, tmp_path):
+    """A conv + BatchNorm net (train-mode running statistics updated every step by the batch
+    norm kernel itself, runtime/batch_norm_stats.h): losses, parameters and every buffer
+    (running_mean, running_var, num_batches_tracked) after 3 epochs match eager PyTorch's."""
+    a = archives.get("cnn_bn")
+    torch.manual_seed(11)
+    x = torch.randn(12, 1, 16, 16) * 2 + 0.5
+    y = torch.randint(0, 10, (12,))
+    data = save_tensors(tmp_path / "train.pt", (x, y))
+    tuned = tmp_path / "tuned.pt2"
+    r = cli.ok("train", a.path, "--data", data, "--epochs", "3", "--lr", "0.05", "--momentum",
+               "0.9", "--seed", "7", "--save", tuned)
+    eager, losses = eager_sgd(a.model, x, y, 3, 4, 0.05, 0.9, 7)
+    assert_close(torch.tensor(epoch_losses(r.out)), torch.tensor(losses), rtol=1e-3, atol=1e-4)
+    loaded = pt2rt.load(str(tuned))
+    for name, t in [*eager.named_parameters(), *eager.named_buffers()]:
+        assert_close(loaded.weights[name], t.detach(), rtol=1e-4, atol=1e-5, msg=name)
+    assert int(loaded.weights["features.1.num_batches_tracked"]) == 9
+
+
 def test_same_seed_same_run_other_seed_other_run(cli, archives, mlp_data):
     a = archives.get("mlp")
     data = mlp_data[0]

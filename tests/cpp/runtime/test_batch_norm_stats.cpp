@@ -147,6 +147,15 @@ TEST_CASE("batch-norm stats: the exporter's running-stat arithmetic runs in the 
     CHECK(out[5].equal(before.rm));
   }
 
+  SECTION("statistics that share a storage at run time are updated on clones") {
+    at::Tensor both = at::stack({before.rm, before.rv});
+    Inputs tied{in.x, in.w, in.b, both[0], both[1]};  // two views of one storage
+    const std::vector<at::Tensor> out = run(*plan, tied);
+    check_equal(out, want);
+    CHECK(both[0].equal(before.rm));
+    CHECK(both[1].equal(before.rv));
+  }
+
   // The meta check's plan keeps the graph node by node.
   CHECK(batch_norm_plan({}, c10::Device(c10::kMeta))->instructions().size() == 6);
 }
