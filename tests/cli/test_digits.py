@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.testing import assert_close
 
+import pt2rt
 from conftest import ROOT
 
 DIGITS = ROOT / "examples" / "digits"
@@ -57,6 +59,29 @@ def test_finetune_with_export_cli(cli, job):
     assert acc >= 0.95 and abs(acc - final) < 1e-3, (acc, final)  # as train's last evaluation
     r = cli.ok("verify", tuned)
     assert "no references" in r.out
+
+
+def test_finetune_with_export_cli_follows_eager_pytorch(cli, job):
+    """The C++ fine-tuning against the same five epochs in eager PyTorch from the same archive
+    (examples/digits/eager_finetune.py: same shuffles, batches, Adam): the same test accuracy
+    after every epoch, the same losses to the printed digits, and the tuned weights and
+    BatchNorm statistics of the saved archive equal to eager's within float32 rounding."""
+    work, data, _ = job
+    tuned = work / "tuned_vs_eager.pt2"
+    r = cli.ok("train", work / "digits.pt2", "--data", data / "train.pt", "--eval-data",
+               data / "test.pt", "--epochs", "5", "--batch-size", "32", "--optimizer", "adam",
+               "--lr", "0.001", "--seed", "0", "--save", tuned)
+    sys.path.insert(0, str(DIGITS))
+    import eager_finetune
+    model, losses, accuracies = eager_finetune.finetune(str(work / "digits.pt2"), str(data))
+    epochs = re.findall(r"^epoch \d+/5  loss (\S+) .*eval_accuracy (\S+)", r.out, re.M)
+    assert len(epochs) == 5, r.out
+    for (loss, acc), want_loss, want_acc in zip(epochs, losses, accuracies):
+        assert abs(float(acc) - want_acc) < 1e-4, (acc, accuracies)  # the same test images right
+        assert abs(float(loss) - want_loss) < 2e-4, (loss, losses)
+    weights = pt2rt.load(str(tuned)).weights
+    for name, t in model.state_dict().items():
+        assert_close(weights[name], t, rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_finetune_data_parallel_nproc_per_node_2(cli, job):
