@@ -21,8 +21,8 @@ from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import BATCH_SIZE, build  # noqa: E402
-from pretrain import accuracy  # noqa: E402
+from model import build  # noqa: E402
+from pretrain import accuracy, train_epoch  # noqa: E402
 
 try:
     import pt2rt
@@ -45,17 +45,8 @@ def finetune(archive: str, data_dir: str, epochs: int = 5, lr: float = 1e-3,
     gen = torch.Generator().manual_seed(seed)
     losses, accuracies = [], []
     for _ in range(epochs):
-        model.train()
-        perm = torch.randperm(len(y), generator=gen)
-        total, steps = 0.0, 0
-        for i in range(0, len(perm), BATCH_SIZE):
-            batch = perm[i:i + BATCH_SIZE]
-            loss = nn.functional.cross_entropy(model(x[batch]), y[batch])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total, steps = total + loss.item(), steps + 1
-        losses.append(total / steps)
+        steps = train_epoch(model, opt, x, y, gen)
+        losses.append(sum(loss for loss, _ in steps) / len(steps))
         accuracies.append(accuracy(model, x_test, y_test))
     return model, losses, accuracies
 

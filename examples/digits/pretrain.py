@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import time
+from typing import List, Tuple
 
 import torch
 from torch import nn
@@ -28,6 +29,23 @@ except ImportError:  # running from a source checkout: use the exporter next to 
     import pt2rt
 
 KNOWN_DIGITS = 7  # the deployed model learns digits 0..6
+
+
+def train_epoch(model: nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor,
+                targets: torch.Tensor, gen: torch.Generator) -> List[Tuple[float, int]]:
+    """One epoch in training mode: a torch.randperm shuffle from `gen`, then a cross-entropy
+    step on every batch of BATCH_SIZE (the last one partial). Returns (loss, images) per step."""
+    model.train()
+    perm = torch.randperm(len(targets), generator=gen)
+    steps = []
+    for i in range(0, len(perm), BATCH_SIZE):
+        batch = perm[i:i + BATCH_SIZE]
+        loss = nn.functional.cross_entropy(model(inputs[batch]), targets[batch])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        steps.append((loss.item(), len(batch)))
+    return steps
 
 
 @torch.no_grad()
@@ -56,17 +74,9 @@ def main() -> None:
     gen = torch.Generator().manual_seed(args.seed)
     start = time.time()
     for epoch in range(args.epochs):
-        model.train()
-        perm = torch.randperm(len(y_known), generator=gen)
-        total, count = 0.0, 0
-        for i in range(0, len(perm), BATCH_SIZE):
-            batch = perm[i:i + BATCH_SIZE]
-            loss = nn.functional.cross_entropy(model(x_known[batch]), y_known[batch])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total, count = total + loss.item() * len(batch), count + len(batch)
-        print(f"pretrain epoch {epoch + 1}/{args.epochs}  loss {total / count:.4f}")
+        steps = train_epoch(model, opt, x_known, y_known, gen)
+        per_image = sum(loss * n for loss, n in steps) / sum(n for _, n in steps)
+        print(f"pretrain epoch {epoch + 1}/{args.epochs}  loss {per_image:.4f}")
     print(f"pretrained on digits 0-{KNOWN_DIGITS - 1} ({len(y_known)} images) "
           f"in {time.time() - start:.1f} s")
 
