@@ -11,8 +11,8 @@
 namespace pt2rt {
 namespace {
 
-/// The six ops as the graph writes them (the fallback, and the reference the fusion must
-/// reproduce for out / save_mean / save_invstd).
+/// The group as the graph writes it (the fallback, and the reference the fusion must
+/// reproduce for out / save_mean / save_invstd); `factor` 0: the variance pass.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> as_written(
     const at::Tensor& x, const c10::optional<at::Tensor>& weight,
     const c10::optional<at::Tensor>& bias, const at::Tensor& running_mean,
@@ -20,7 +20,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> as_writte
   auto [out, mean, invstd] =
       at::native_batch_norm(x, weight, bias, c10::nullopt, c10::nullopt, true, momentum, eps);
   at::Tensor new_mean = at::lerp(running_mean, mean, momentum);
-  at::Tensor unbiased = at::mul(at::sub(at::pow(invstd, -2), eps), factor);
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  at::Tensor unbiased = factor == 0 ? at::var(x, dims, /*unbiased=*/true, /*keepdim=*/false)
+                                    : at::mul(at::sub(at::pow(invstd, -2), eps), factor);
   at::Tensor new_var = at::lerp(running_var, unbiased, momentum);
   return {out, mean, invstd, new_mean, new_var};
 }
@@ -54,7 +57,7 @@ void batch_norm_with_stats_kernel(torch::jit::Stack& s) {
   const int64_t n = per_channel(x.sizes());
   const bool fits = (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
                     is_stat_of(running_mean, x) && is_stat_of(running_var, x) && n > 1 &&
-                    static_cast<double>(n) / static_cast<double>(n - 1) == factor;
+                    (factor == 0 || static_cast<double>(n) / static_cast<double>(n - 1) == factor);
   if (!fits) {
     auto [out, mean, invstd, new_mean, new_var] =
         as_written(x, weight, bias, running_mean, running_var, momentum, eps, factor);
@@ -137,9 +140,10 @@ class Matcher {
       return std::nullopt;
     }
     const std::optional<double> momentum = number(bn.args[6]), eps = number(bn.args[7]);
-    const std::optional<int64_t> channels = static_channels(bn.args[0].slot);
+    const ValueId x = bn.args[0].slot;
+    const std::optional<int64_t> channels = static_channels(x);
     if (!momentum || !eps || !channels) return std::nullopt;
-    const c10::ScalarType dtype = graph_.values[bn.args[0].slot].meta->dtype;
+    const c10::ScalarType dtype = graph_.values[x].meta->dtype;
     const ValueId mean = bn.outputs[1], invstd = bn.outputs[2];
 
     auto stat_input = [&](const Instruction& lerp) -> std::optional<ValueId> {
@@ -166,28 +170,21 @@ class Matcher {
         lerp_mean = r;
       }
     }
-    std::optional<size_t> pow;
-    for (size_t r : readers_[invstd]) {
-      if (is_op(ins_[r], "aten::pow", "Tensor_Scalar") && reads_slot(ins_[r], 0, invstd) &&
-          ins_[r].args.size() == 2 && number(ins_[r].args[1]) == -2.0) {
-        if (pow) return std::nullopt;
-        pow = r;
-      }
+    if (!lerp_mean) return std::nullopt;
+    // The unbiased batch variance: from save_invstd times n / (n - 1) (static sizes), or a
+    // var.correction pass over the input (a symbolic per-channel count: factor 0).
+    std::optional<std::vector<size_t>> unbiased;
+    double factor = 0;
+    if (const std::optional<int64_t> n = static_per_channel(x)) {
+      if (*n <= 1) return std::nullopt;
+      factor = static_cast<double>(*n) / static_cast<double>(*n - 1);
+      unbiased = variance_from_invstd(invstd, *eps, factor);
+    } else {
+      unbiased = variance_pass(x);
     }
-    if (!lerp_mean || !pow) return std::nullopt;
-    const int64_t n = per_channel(static_sizes(bn.args[0].slot));
-    if (n <= 1) return std::nullopt;
-    const double factor = static_cast<double>(n) / static_cast<double>(n - 1);
-    const std::optional<size_t> sub = sole_reader(ins_[*pow], "aten::sub", "Tensor");
-    if (!sub || ins_[*sub].args.size() != 3 || number(ins_[*sub].args[1]) != eps ||
-        number(ins_[*sub].args[2]) != 1.0) {
-      return std::nullopt;
-    }
-    const std::optional<size_t> mul = sole_reader(ins_[*sub], "aten::mul", "Tensor");
-    if (!mul || ins_[*mul].args.size() != 2 || number(ins_[*mul].args[1]) != factor) {
-      return std::nullopt;
-    }
-    const std::optional<size_t> lerp_var = sole_reader(ins_[*mul], "aten::lerp", "Scalar", 1);
+    if (!unbiased) return std::nullopt;
+    const std::optional<size_t> lerp_var =
+        sole_reader(ins_[unbiased->back()], "aten::lerp", "Scalar", 1);
     if (!lerp_var) return std::nullopt;
     const std::optional<ValueId> running_mean = stat_input(ins_[*lerp_mean]);
     const std::optional<ValueId> running_var = stat_input(ins_[*lerp_var]);
@@ -206,11 +203,76 @@ class Matcher {
     fused.node = bn.node;
     fused.checks = bn.checks;
     fused.alloc_cap = bn.alloc_cap;
-    return std::make_pair(std::vector<size_t>{*lerp_mean, *pow, *sub, *mul, *lerp_var},
-                          std::move(fused));
+    std::vector<size_t> group{*lerp_mean, *lerp_var};
+    group.insert(group.end(), unbiased->begin(), unbiased->end());
+    return std::make_pair(std::move(group), std::move(fused));
   }
 
  private:
+  /// n of a static input x: elements per channel.
+  std::optional<int64_t> static_per_channel(ValueId x) const {
+    const std::vector<int64_t> sizes = static_sizes(x);
+    if (sizes.size() < 2) return std::nullopt;
+    return per_channel(sizes);
+  }
+
+  /// pow(save_invstd, -2) → sub(·, eps) → mul(·, factor), each read only by the next.
+  std::optional<std::vector<size_t>> variance_from_invstd(ValueId invstd, double eps,
+                                                          double factor) const {
+    std::optional<size_t> pow;
+    for (size_t r : readers_[invstd]) {
+      if (is_op(ins_[r], "aten::pow", "Tensor_Scalar") && reads_slot(ins_[r], 0, invstd) &&
+          ins_[r].args.size() == 2 && number(ins_[r].args[1]) == -2.0) {
+        if (pow) return std::nullopt;  // two candidates: leave the graph as written
+        pow = r;
+      }
+    }
+    if (!pow) return std::nullopt;
+    const std::optional<size_t> sub = sole_reader(ins_[*pow], "aten::sub", "Tensor");
+    if (!sub || ins_[*sub].args.size() != 3 || number(ins_[*sub].args[1]) != eps ||
+        number(ins_[*sub].args[2]) != 1.0) {
+      return std::nullopt;
+    }
+    const std::optional<size_t> mul = sole_reader(ins_[*sub], "aten::mul", "Tensor");
+    if (!mul || ins_[*mul].args.size() != 2 || number(ins_[*mul].args[1]) != factor) {
+      return std::nullopt;
+    }
+    return std::vector<size_t>{*pow, *sub, *mul};
+  }
+
+  /// var.correction(x, [0, 2, ..., rank - 1], correction=1, keepdim=False).
+  std::optional<std::vector<size_t>> variance_pass(ValueId x) const {
+    const size_t rank = graph_.values[x].meta->sizes.size();
+    std::optional<size_t> var;
+    for (size_t r : readers_[x]) {
+      const Instruction& v = ins_[r];
+      if (!is_op(v, "aten::var", "correction") || !reads_slot(v, 0, x) || v.args.size() != 4 ||
+          v.outputs.size() != 1 || number(v.args[2]) != 1.0 ||
+          v.args[3].kind != PlannedArg::Kind::Constant || !v.args[3].constant.isBool() ||
+          v.args[3].constant.toBool()) {
+        continue;
+      }
+      const PlannedArg& dims = v.args[1];
+      bool channel_dims = dims.kind == PlannedArg::Kind::IntList && dims.elements.size() == rank - 1;
+      for (size_t k = 0; channel_dims && k < dims.elements.size(); ++k) {
+        channel_dims = !dims.element_is_slot[k] &&
+                       dims.elements[k] == static_cast<int64_t>(k == 0 ? 0 : k + 1);
+      }
+      if (dims.kind == PlannedArg::Kind::Constant && dims.constant.isIntList()) {
+        const std::vector<int64_t> list = dims.constant.toIntVector();
+        channel_dims = list.size() == rank - 1;
+        for (size_t k = 0; channel_dims && k < list.size(); ++k) {
+          channel_dims = list[k] == static_cast<int64_t>(k == 0 ? 0 : k + 1);
+        }
+      }
+      if (!channel_dims) continue;
+      if (var) return std::nullopt;
+      var = r;
+    }
+    if (!var) return std::nullopt;
+    return std::vector<size_t>{*var};
+  }
+
   /// Whether `stat` is a buffer input that only the group reads and whose InputMutation
   /// output is `updated`: the model's own buffer, which the copy-back overwrites with
   /// `updated` anyway, so the kernel may update it in place as eager does.
@@ -257,11 +319,16 @@ class Matcher {
     }
     return sizes;
   }
+  /// The static channel count of a float32/float64 input of rank >= 2 (its other dims may
+  /// be symbolic).
   std::optional<int64_t> static_channels(ValueId x) const {
-    const std::vector<int64_t> sizes = static_sizes(x);
-    const c10::ScalarType dtype = graph_.values[x].meta ? graph_.values[x].meta->dtype : at::kByte;
-    if (sizes.size() < 2 || (dtype != at::kFloat && dtype != at::kDouble)) return std::nullopt;
-    return sizes[1];
+    const Value& value = graph_.values[x];
+    if (value.kind != ValueKind::Tensor || !value.meta || value.meta->sizes.size() < 2 ||
+        !value.meta->sizes[1].is_static() ||
+        (value.meta->dtype != at::kFloat && value.meta->dtype != at::kDouble)) {
+      return std::nullopt;
+    }
+    return value.meta->sizes[1].value;
   }
   bool is_stat(ValueId v, c10::ScalarType dtype, int64_t channels) const {
     const std::vector<int64_t> sizes = static_sizes(v);

@@ -217,3 +217,64 @@ TEST_CASE("batch-norm stats: a call whose tensors do not fit the fusion computes
     }
   }
 }
+
+TEST_CASE("batch-norm stats: with a symbolic batch the variance pass over the input is fused too",
+          "[plan][batch_norm_stats]") {
+  c10::NoGradGuard no_grad;
+  // x: float32[s0, 3, 5, 5]; the exporter's unbiased variance is var.correction(x, [0, 2, 3]).
+  ProgramBuilder pb;
+  auto g = pb.graph(GraphRole::Forward);
+  Value xv = tensor_value("x", at::kFloat, {4, 3, 5, 5});
+  SymExpr s0;
+  s0.op = SymOp::Symbol;
+  s0.symbol = 0;
+  xv.meta->sizes[0].expr = s0;
+  ValueId x = g.input(plain(0), xv);
+  ValueId w = g.input(param("bn.weight"), tensor_value("bn.weight", at::kFloat, {3}));
+  ValueId b = g.input(param("bn.bias"), tensor_value("bn.bias", at::kFloat, {3}));
+  ValueId rm = g.input(buffer("bn.running_mean"), tensor_value("bn.running_mean", at::kFloat, {3}));
+  ValueId rv = g.input(buffer("bn.running_var"), tensor_value("bn.running_var", at::kFloat, {3}));
+  auto stat = [](const char* name) { return tensor_value(name, at::kFloat, {3}); };
+  Value out = xv;
+  out.name = "out";
+  auto bn = g.node("aten::native_batch_norm", "",
+                   {tensor_arg(x), tensor_arg(w), tensor_arg(b), arg(NoneArg{}), arg(NoneArg{}),
+                    arg(true), arg(kMomentum), arg(kEps)},
+                   {out, stat("mean"), stat("invstd")});
+  ValueId new_mean = g.node("aten::lerp", "Scalar", {tensor_arg(rm), tensor_arg(bn[1]), arg(kMomentum)},
+                            {stat("new_mean")})[0];
+  ValueId u = g.node("aten::var", "correction",
+                     {tensor_arg(x), arg(IntListArg{{0, 2, 3}}), kwarg("correction", int64_t{1}),
+                      kwarg("keepdim", false)},
+                     {stat("u")})[0];
+  ValueId new_var = g.node("aten::lerp", "Scalar", {tensor_arg(rv), tensor_arg(u), arg(kMomentum)},
+                           {stat("new_var")})[0];
+  g.output(plain_out(0), bn[0]);
+  g.output(saved_out(0), bn[1]);
+  g.output(saved_out(1), bn[2]);
+  g.output(mutation_of(buffer("bn.running_mean")), new_mean);
+  g.output(mutation_of(buffer("bn.running_var")), new_var);
+  auto prog = pb.program();
+  auto plan = ExecutionPlan::build(prog, prog->graphs[0], resolve_operators(*prog), c10::kCPU);
+  REQUIRE(plan->instructions().size() == 1);
+
+  for (int64_t batch : {4, 7}) {  // the hint, and another batch
+    INFO("batch " << batch);
+    Inputs in = make_inputs(batch);
+    const Inputs before{in.x, in.w, in.b, in.rm.clone(), in.rv.clone()};
+    const std::vector<at::Tensor> got = run(*plan, in);
+    check_equal(got, eager(before));
+    // As written: the variance pass, within float32 rounding of the kernel's statistics.
+    const at::Tensor written = at::lerp(before.rv, at::var(in.x, {0, 2, 3}, true, false), kMomentum);
+    CHECK(at::allclose(got[4], written, 1e-6, 1e-7));
+  }
+  SECTION("one element per channel: the graph as written (the unbiased variance is undefined)") {
+    Inputs in = make_inputs(1);
+    in.x = in.x.narrow(2, 0, 1).narrow(3, 0, 1).contiguous();  // [1, 3, 1, 1]
+    const at::Tensor rv_before = in.rv.clone();
+    const std::vector<at::Tensor> got = run(*plan, in);
+    const at::Tensor want = at::lerp(rv_before, at::var(in.x, {0, 2, 3}, true, false), kMomentum);
+    CHECK(got[4].isnan().equal(want.isnan()));
+    CHECK(got[4].isnan().all().item<bool>());
+  }
+}
