@@ -26,15 +26,27 @@ struct Variant {
   double var_momentum = kMomentum;
   bool expose_biased_var = false;  ///< the sub's result is also a graph output
   bool expose_running_mean = false;  ///< the running_mean input is also a graph output
+  /// x: float32[s0, 3, 5, 5], and the unbiased variance is the exporter's variance pass
+  /// var.correction(x, [0, 2, 3], correction=1) (a matching form, not a break).
+  bool symbolic_batch = false;
 };
 
 /// The forward graph of one BatchNorm2d in training mode on x: float32[4, 3, 5, 5] (n = 100
-/// per channel), outputs (out, save_mean, save_invstd, new running_mean, new running_var[,
-/// biased var]).
+/// per channel; the batch symbolic with hint 4 when v.symbolic_batch), outputs (out,
+/// save_mean, save_invstd, new running_mean, new running_var[, biased var]).
 std::unique_ptr<ExecutionPlan> batch_norm_plan(const Variant& v, c10::Device device = c10::kCPU) {
   ProgramBuilder pb;
   auto g = pb.graph(GraphRole::Forward);
-  ValueId x = g.input(plain(0), tensor_value("x", at::kFloat, {4, 3, 5, 5}));
+  Value xv = tensor_value("x", at::kFloat, {4, 3, 5, 5});
+  if (v.symbolic_batch) {
+    SymExpr s0;
+    s0.op = SymOp::Symbol;
+    s0.symbol = 0;
+    xv.meta->sizes[0].expr = s0;
+  }
+  Value out = xv;
+  out.name = "out";
+  ValueId x = g.input(plain(0), xv);
   ValueId w = g.input(param("bn.weight"), tensor_value("bn.weight", at::kFloat, {3}));
   ValueId b = g.input(param("bn.bias"), tensor_value("bn.bias", at::kFloat, {3}));
   ValueId rm = g.input(buffer("bn.running_mean"), tensor_value("bn.running_mean", at::kFloat, {3}));
@@ -43,13 +55,21 @@ std::unique_ptr<ExecutionPlan> batch_norm_plan(const Variant& v, c10::Device dev
   auto bn = g.node("aten::native_batch_norm", "",
                    {tensor_arg(x), tensor_arg(w), tensor_arg(b), arg(NoneArg{}), arg(NoneArg{}),
                     arg(true), arg(kMomentum), arg(kEps)},
-                   {tensor_value("out", at::kFloat, {4, 3, 5, 5}), stat("mean"), stat("invstd")});
+                   {out, stat("mean"), stat("invstd")});
   ValueId new_mean = g.node("aten::lerp", "Scalar", {tensor_arg(rm), tensor_arg(bn[1]), arg(kMomentum)},
                             {stat("new_mean")})[0];
-  ValueId p = g.node("aten::pow", "Tensor_Scalar", {tensor_arg(bn[2]), arg(int64_t{-2})}, {stat("p")})[0];
-  ValueId s = g.node("aten::sub", "Tensor", {tensor_arg(p), arg(kEps)}, {stat("s")})[0];
-  const double n = v.factor_n ? v.factor_n : 100;
-  ValueId u = g.node("aten::mul", "Tensor", {tensor_arg(s), arg(n / (n - 1))}, {stat("u")})[0];
+  ValueId s = 0, u = 0;
+  if (v.symbolic_batch) {
+    u = g.node("aten::var", "correction",
+               {tensor_arg(x), arg(IntListArg{{0, 2, 3}}), kwarg("correction", int64_t{1}),
+                kwarg("keepdim", false)},
+               {stat("u")})[0];
+  } else {
+    ValueId p = g.node("aten::pow", "Tensor_Scalar", {tensor_arg(bn[2]), arg(int64_t{-2})}, {stat("p")})[0];
+    s = g.node("aten::sub", "Tensor", {tensor_arg(p), arg(kEps)}, {stat("s")})[0];
+    const double n = v.factor_n ? v.factor_n : 100;
+    u = g.node("aten::mul", "Tensor", {tensor_arg(s), arg(n / (n - 1))}, {stat("u")})[0];
+  }
   ValueId new_var = g.node("aten::lerp", "Scalar", {tensor_arg(rv), tensor_arg(u), arg(v.var_momentum)},
                            {stat("new_var")})[0];
   g.output(plain_out(0), bn[0]);
@@ -221,41 +241,9 @@ TEST_CASE("batch-norm stats: a call whose tensors do not fit the fusion computes
 TEST_CASE("batch-norm stats: with a symbolic batch the variance pass over the input is fused too",
           "[plan][batch_norm_stats]") {
   c10::NoGradGuard no_grad;
-  // x: float32[s0, 3, 5, 5]; the exporter's unbiased variance is var.correction(x, [0, 2, 3]).
-  ProgramBuilder pb;
-  auto g = pb.graph(GraphRole::Forward);
-  Value xv = tensor_value("x", at::kFloat, {4, 3, 5, 5});
-  SymExpr s0;
-  s0.op = SymOp::Symbol;
-  s0.symbol = 0;
-  xv.meta->sizes[0].expr = s0;
-  ValueId x = g.input(plain(0), xv);
-  ValueId w = g.input(param("bn.weight"), tensor_value("bn.weight", at::kFloat, {3}));
-  ValueId b = g.input(param("bn.bias"), tensor_value("bn.bias", at::kFloat, {3}));
-  ValueId rm = g.input(buffer("bn.running_mean"), tensor_value("bn.running_mean", at::kFloat, {3}));
-  ValueId rv = g.input(buffer("bn.running_var"), tensor_value("bn.running_var", at::kFloat, {3}));
-  auto stat = [](const char* name) { return tensor_value(name, at::kFloat, {3}); };
-  Value out = xv;
-  out.name = "out";
-  auto bn = g.node("aten::native_batch_norm", "",
-                   {tensor_arg(x), tensor_arg(w), tensor_arg(b), arg(NoneArg{}), arg(NoneArg{}),
-                    arg(true), arg(kMomentum), arg(kEps)},
-                   {out, stat("mean"), stat("invstd")});
-  ValueId new_mean = g.node("aten::lerp", "Scalar", {tensor_arg(rm), tensor_arg(bn[1]), arg(kMomentum)},
-                            {stat("new_mean")})[0];
-  ValueId u = g.node("aten::var", "correction",
-                     {tensor_arg(x), arg(IntListArg{{0, 2, 3}}), kwarg("correction", int64_t{1}),
-                      kwarg("keepdim", false)},
-                     {stat("u")})[0];
-  ValueId new_var = g.node("aten::lerp", "Scalar", {tensor_arg(rv), tensor_arg(u), arg(kMomentum)},
-                           {stat("new_var")})[0];
-  g.output(plain_out(0), bn[0]);
-  g.output(saved_out(0), bn[1]);
-  g.output(saved_out(1), bn[2]);
-  g.output(mutation_of(buffer("bn.running_mean")), new_mean);
-  g.output(mutation_of(buffer("bn.running_var")), new_var);
-  auto prog = pb.program();
-  auto plan = ExecutionPlan::build(prog, prog->graphs[0], resolve_operators(*prog), c10::kCPU);
+  Variant v;
+  v.symbolic_batch = true;
+  auto plan = batch_norm_plan(v);
   REQUIRE(plan->instructions().size() == 1);
 
   for (int64_t batch : {4, 7}) {  // the hint, and another batch
