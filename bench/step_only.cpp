@@ -8,18 +8,19 @@
 //                    [--examples-from MODEL.pt2]
 //
 // pt2rt_bench's work directory has the files (<model>.pt2, <model>_fold.pt2,
-// <model>_train.ts, <model>_eval.ts). The inputs are the bundled example of MODEL.pt2 (or of
-// --examples-from: pt2rt_bench's _fold archives bundle none). --ops then runs N more calls counting, per operator
-// name, the calls and their inclusive wall time (RecordFunction callbacks).
-//
-// The inputs are the archive's bundled example (Model::example_inputs); the cross-entropy
-// target is class 0 for every row. Not a test: prints the minimum step time.
+// <model>_train.ts, <model>_eval.ts). The inputs are the bundled example of MODEL.pt2
+// (Model::example_inputs), or of --examples-from (pt2rt_bench's _fold archives bundle none);
+// the cross-entropy target is class 0 for every row. Prints the minimum time per call
+// (thread CPU time, 1 intra-op thread); --ops then runs N more calls counting, per operator
+// name, the calls and their inclusive wall time (RecordFunction callbacks). Not a test.
+// Exit status 2 with one line on stderr for bad options or a failing load.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--ops")) ops = true;
     else if (!std::strcmp(argv[i], "--profile") && has_value) profile = argv[++i];
-    else if (!std::strcmp(argv[i], "--rounds") && has_value) rounds = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rounds") && has_value) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--trainable") && has_value) w.trainable_prefix = argv[++i];
     else if (!std::strcmp(argv[i], "--loss") && has_value) w.loss = argv[++i];
     else if (!std::strcmp(argv[i], "--examples-from") && has_value) examples = argv[++i];
@@ -89,6 +90,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "pt2rt_bench_step: unknown or incomplete option %s\n", argv[i]);
       return 2;
     }
+  }
+  if (profile != "pt2rt" && profile != "ts" && profile != "pt2rt_infer" && profile != "ts_frozen") {
+    std::fprintf(stderr, "pt2rt_bench_step: --profile must be pt2rt, ts, pt2rt_infer or ts_frozen\n");
+    return 2;
+  }
+  if (rounds < 1) {
+    std::fprintf(stderr, "pt2rt_bench_step: --rounds must be at least 1\n");
+    return 2;
   }
   try {
     return run(pt2, ts, profile, examples, rounds, ops, w);
