@@ -2,6 +2,7 @@
 #include "batch_norm_stats.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 
 #include <optional>
@@ -20,18 +21,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> as_writte
   auto [out, mean, invstd] =
       at::native_batch_norm(x, weight, bias, c10::nullopt, c10::nullopt, true, momentum, eps);
   at::Tensor new_mean = at::lerp(running_mean, mean, momentum);
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  at::Tensor unbiased = factor == 0 ? at::var(x, dims, /*unbiased=*/true, /*keepdim=*/false)
-                                    : at::mul(at::sub(at::pow(invstd, -2), eps), factor);
+  at::Tensor unbiased;
+  if (factor == 0) {
+    std::vector<int64_t> dims{0};  // every dim but the channels
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    unbiased = at::var(x, dims, /*unbiased=*/true, /*keepdim=*/false);
+  } else {
+    unbiased = at::mul(at::sub(at::pow(invstd, -2), eps), factor);
+  }
   at::Tensor new_var = at::lerp(running_var, unbiased, momentum);
   return {out, mean, invstd, new_mean, new_var};
 }
 
 /// Elements per channel of a BatchNorm input, as the exporter counts them.
 int64_t per_channel(c10::IntArrayRef sizes) {
-  int64_t numel = 1;
-  for (int64_t s : sizes) numel *= s;
+  const int64_t numel = c10::multiply_integers(sizes);
   return sizes.size() > 1 ? (sizes[1] == 0 ? 0 : numel / sizes[1]) : numel;
 }
 
@@ -129,8 +133,9 @@ class Matcher {
     }
   }
 
-  /// The group of the native_batch_norm at `i`: indices of (lerp mean, pow, sub, mul, lerp
-  /// var) and the fused instruction, or nullopt.
+  /// The group of the native_batch_norm at `i`: the indices of the instructions it replaces
+  /// (the two lerps and what computes the unbiased variance) and the fused instruction, or
+  /// nullopt.
   std::optional<std::pair<std::vector<size_t>, Instruction>> match(size_t i) const {
     const Instruction& bn = ins_[i];
     if (!is_op(bn, "aten::native_batch_norm", "") || bn.args.size() != 8 || bn.outputs.size() != 3 ||
@@ -252,18 +257,14 @@ class Matcher {
           v.args[3].constant.toBool()) {
         continue;
       }
+      // Constant int lists are planned as constants (a list with a SymInt in it is not the
+      // channel dims).
       const PlannedArg& dims = v.args[1];
-      bool channel_dims = dims.kind == PlannedArg::Kind::IntList && dims.elements.size() == rank - 1;
-      for (size_t k = 0; channel_dims && k < dims.elements.size(); ++k) {
-        channel_dims = !dims.element_is_slot[k] &&
-                       dims.elements[k] == static_cast<int64_t>(k == 0 ? 0 : k + 1);
-      }
-      if (dims.kind == PlannedArg::Kind::Constant && dims.constant.isIntList()) {
-        const std::vector<int64_t> list = dims.constant.toIntVector();
-        channel_dims = list.size() == rank - 1;
-        for (size_t k = 0; channel_dims && k < list.size(); ++k) {
-          channel_dims = list[k] == static_cast<int64_t>(k == 0 ? 0 : k + 1);
-        }
+      if (dims.kind != PlannedArg::Kind::Constant || !dims.constant.isIntList()) continue;
+      const std::vector<int64_t> list = dims.constant.toIntVector();
+      bool channel_dims = list.size() == rank - 1;
+      for (size_t k = 0; channel_dims && k < list.size(); ++k) {
+        channel_dims = list[k] == static_cast<int64_t>(k == 0 ? 0 : k + 1);
       }
       if (!channel_dims) continue;
       if (var) return std::nullopt;

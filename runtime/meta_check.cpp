@@ -159,9 +159,13 @@ class MetaRun {
           stack = declared_results(ins);  // no Meta kernel: checked per run
         } else if (ins.native) {
           ins.native->kernel(stack);
-        } else if (!MetaMemo::pure(schema) || !memo_.lookup(*ins.op, args, stack)) {
-          ins.op->callBoxed(stack);
-          if (MetaMemo::pure(schema)) memo_.remember(*ins.op, args, stack);
+        } else {
+          const std::optional<std::string> key =
+              MetaMemo::pure(schema) ? MetaMemo::key(*ins.op, args) : std::nullopt;
+          if (!key || !memo_.lookup(*key, stack)) {
+            ins.op->callBoxed(stack);
+            if (key) memo_.remember(*key, args, stack);
+          }
         }
       } catch (const c10::NotImplementedError&) {
         // A composite op whose decomposition reaches an op without a Meta kernel.

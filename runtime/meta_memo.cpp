@@ -67,15 +67,6 @@ bool append(std::string& key, const c10::IValue& v) {
   return true;
 }
 
-std::optional<std::string> key_of(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
-  const c10::OperatorName& name = op.operator_name();
-  std::string key = name.name + "." + name.overload_name + "(";
-  for (const c10::IValue& a : args) {
-    if (!append(key, a)) return std::nullopt;
-  }
-  return key;
-}
-
 at::Tensor fresh(c10::ScalarType dtype, const std::vector<int64_t>& sizes,
                  const std::vector<int64_t>& strides) {
   return at::empty_strided(sizes, strides,
@@ -92,11 +83,17 @@ bool MetaMemo::pure(const c10::FunctionSchema& schema) {
   return true;
 }
 
-bool MetaMemo::lookup(const c10::OperatorHandle& op, const torch::jit::Stack& args,
-                      torch::jit::Stack& results) {
-  const std::optional<std::string> key = key_of(op, args);
-  if (!key) return false;
-  const auto it = entries_.find(*key);
+std::optional<std::string> MetaMemo::key(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
+  const c10::OperatorName& name = op.operator_name();
+  std::string out = name.name + "." + name.overload_name + "(";
+  for (const c10::IValue& a : args) {
+    if (!append(out, a)) return std::nullopt;
+  }
+  return out;
+}
+
+bool MetaMemo::lookup(const std::string& key, torch::jit::Stack& results) const {
+  const auto it = entries_.find(key);
   if (it == entries_.end()) return false;
   results.clear();
   for (const Result& r : it->second) {
@@ -107,10 +104,9 @@ bool MetaMemo::lookup(const c10::OperatorHandle& op, const torch::jit::Stack& ar
   return true;
 }
 
-void MetaMemo::remember(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+void MetaMemo::remember(const std::string& key, const torch::jit::Stack& args,
                         const torch::jit::Stack& results) {
-  const std::optional<std::string> key = key_of(op, args);
-  if (!key || entries_.count(*key)) return;
+  if (entries_.count(key)) return;
   std::unordered_set<const void*> storages;
   for (const c10::IValue& a : args) {
     if (a.isTensor() && a.toTensor().defined() && a.toTensor().has_storage()) {
@@ -142,7 +138,7 @@ void MetaMemo::remember(const c10::OperatorHandle& op, const torch::jit::Stack& 
     }
     entry.push_back(std::move(r));
   }
-  entries_.emplace(*key, std::move(entry));
+  entries_.emplace(key, std::move(entry));
 }
 
 }  // namespace pt2rt

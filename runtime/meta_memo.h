@@ -17,6 +17,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,13 +29,18 @@ class MetaMemo {
   /// Whether results of `schema`'s op may be remembered (no aliasing return, no writes).
   static bool pure(const c10::FunctionSchema& schema);
 
-  /// When `args` (the op's arguments, meta tensors) match a remembered call of `op`, puts
-  /// fresh results into `results` and returns true.
-  bool lookup(const c10::OperatorHandle& op, const torch::jit::Stack& args,
-              torch::jit::Stack& results);
+  /// The key of a call of `op` on `args` (meta tensors: their metadata; anything else: its
+  /// value), or nullopt when an argument is of a kind the key does not cover.
+  static std::optional<std::string> key(const c10::OperatorHandle& op,
+                                        const torch::jit::Stack& args);
 
-  /// Remembers `results` of `op` on `args` (when they can be reproduced; see above).
-  void remember(const c10::OperatorHandle& op, const torch::jit::Stack& args,
+  /// When a call with `key` was remembered, puts fresh results into `results` and returns
+  /// true.
+  bool lookup(const std::string& key, torch::jit::Stack& results) const;
+
+  /// Remembers `results` of the call with `key` on `args` (when a fresh tensor can reproduce
+  /// them; see above).
+  void remember(const std::string& key, const torch::jit::Stack& args,
                 const torch::jit::Stack& results);
 
  private:

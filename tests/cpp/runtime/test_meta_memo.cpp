@@ -26,6 +26,22 @@ torch::jit::Stack call(const c10::OperatorHandle& h, torch::jit::Stack args) {
   return args;
 }
 
+/// MetaMemo::lookup of the call of `h` on `args`.
+bool lookup(const MetaMemo& memo, const c10::OperatorHandle& h, const torch::jit::Stack& args,
+            torch::jit::Stack& results) {
+  const std::optional<std::string> key = MetaMemo::key(h, args);
+  REQUIRE(key.has_value());
+  return memo.lookup(*key, results);
+}
+
+/// MetaMemo::remember of `results` of the call of `h` on `args`.
+void remember(MetaMemo& memo, const c10::OperatorHandle& h, const torch::jit::Stack& args,
+              const torch::jit::Stack& results) {
+  const std::optional<std::string> key = MetaMemo::key(h, args);
+  REQUIRE(key.has_value());
+  memo.remember(*key, args, results);
+}
+
 }  // namespace
 
 TEST_CASE("meta memo: the same op on the same argument metadata gets fresh copies of the results",
@@ -35,13 +51,13 @@ TEST_CASE("meta memo: the same op on the same argument metadata gets fresh copie
   MetaMemo memo;
   const torch::jit::Stack args{meta({4, 3}), meta({3, 5})};
   torch::jit::Stack results;
-  CHECK(!memo.lookup(mm, args, results));
+  CHECK(!lookup(memo, mm, args, results));
   const torch::jit::Stack first = call(mm, args);
-  memo.remember(mm, args, first);
+  remember(memo, mm, args, first);
 
   // Other tensors with the same metadata: a hit, with a new storage of the same layout.
   const torch::jit::Stack same{meta({4, 3}), meta({3, 5})};
-  REQUIRE(memo.lookup(mm, same, results));
+  REQUIRE(lookup(memo, mm, same, results));
   REQUIRE(results.size() == 1);
   const at::Tensor& r = results[0].toTensor();
   CHECK(r.is_meta());
@@ -52,10 +68,10 @@ TEST_CASE("meta memo: the same op on the same argument metadata gets fresh copie
   CHECK(r.storage().unsafeGetStorageImpl() != first[0].toTensor().storage().unsafeGetStorageImpl());
 
   // Different sizes, strides, dtype or op: misses.
-  CHECK(!memo.lookup(mm, {meta({4, 3}), meta({3, 6})}, results));
-  CHECK(!memo.lookup(mm, {meta({3, 4}).t(), meta({3, 5})}, results));
-  CHECK(!memo.lookup(mm, {meta({4, 3}).to(at::kDouble), meta({3, 5}).to(at::kDouble)}, results));
-  CHECK(!memo.lookup(op("aten::add", "Tensor"), {meta({4, 3}), meta({3, 5}), c10::IValue(1)}, results));
+  CHECK(!lookup(memo, mm, {meta({4, 3}), meta({3, 6})}, results));
+  CHECK(!lookup(memo, mm, {meta({3, 4}).t(), meta({3, 5})}, results));
+  CHECK(!lookup(memo, mm, {meta({4, 3}).to(at::kDouble), meta({3, 5}).to(at::kDouble)}, results));
+  CHECK(!lookup(memo, op("aten::add", "Tensor"), {meta({4, 3}), meta({3, 5}), c10::IValue(1)}, results));
 }
 
 TEST_CASE("meta memo: non-tensor arguments are part of the key", "[meta_check][meta_memo]") {
@@ -63,16 +79,16 @@ TEST_CASE("meta memo: non-tensor arguments are part of the key", "[meta_check][m
   MetaMemo memo;
   const torch::jit::Stack args{meta({2, 3, 4}), c10::IValue(std::vector<int64_t>{1}), c10::IValue(false),
                                c10::IValue()};
-  memo.remember(sum, args, call(sum, args));
+  remember(memo, sum, args, call(sum, args));
   torch::jit::Stack results;
-  CHECK(memo.lookup(sum, args, results));
+  CHECK(lookup(memo, sum, args, results));
   CHECK(results.at(0).toTensor().sizes() == at::IntArrayRef({2, 4}));
   const torch::jit::Stack keepdim{meta({2, 3, 4}), c10::IValue(std::vector<int64_t>{1}), c10::IValue(true),
                                   c10::IValue()};
-  CHECK(!memo.lookup(sum, keepdim, results));
+  CHECK(!lookup(memo, sum, keepdim, results));
   const torch::jit::Stack other_dim{meta({2, 3, 4}), c10::IValue(std::vector<int64_t>{2}), c10::IValue(false),
                                     c10::IValue()};
-  CHECK(!memo.lookup(sum, other_dim, results));
+  CHECK(!lookup(memo, sum, other_dim, results));
 }
 
 TEST_CASE("meta memo: aliasing ops and results a fresh tensor cannot reproduce are not remembered",
@@ -84,14 +100,14 @@ TEST_CASE("meta memo: aliasing ops and results a fresh tensor cannot reproduce a
   const auto relu = op("aten::relu", "");
   const at::Tensor x = meta({8});
   // A result that shares the argument's storage, or has an offset into a larger one.
-  memo.remember(relu, {x}, {x});
-  CHECK(!memo.lookup(relu, {meta({8})}, results));
+  remember(memo, relu, {x}, {x});
+  CHECK(!lookup(memo, relu, {meta({8})}, results));
   const at::Tensor big = meta({16});
-  memo.remember(relu, {meta({8})}, {big.narrow(0, 4, 8)});
-  CHECK(!memo.lookup(relu, {meta({8})}, results));
+  remember(memo, relu, {meta({8})}, {big.narrow(0, 4, 8)});
+  CHECK(!lookup(memo, relu, {meta({8})}, results));
   // A list result.
   const auto split = op("aten::split_with_sizes", "");
   const torch::jit::Stack sargs{meta({8}), c10::IValue(std::vector<int64_t>{4, 4}), c10::IValue(int64_t{0})};
-  memo.remember(split, sargs, call(split, sargs));
-  CHECK(!memo.lookup(split, sargs, results));
+  remember(memo, split, sargs, call(split, sargs));
+  CHECK(!lookup(memo, split, sargs, results));
 }
