@@ -10,8 +10,10 @@
 
 namespace pt2rt::bench {
 
-Call pt2rt_inference(const std::string& path, const Workload& w) {
-  auto model = std::make_shared<Model>(Model::load(path));
+Call pt2rt_inference(const std::string& path, const Workload& w, bool inference_only) {
+  LoadOptions options;
+  options.inference_only = inference_only;
+  auto model = std::make_shared<Model>(Model::load(path, c10::kCPU, options));
   model->eval();
   return [model, inputs = w.inputs] { model->forward(inputs); };
 }

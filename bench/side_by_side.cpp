@@ -262,7 +262,8 @@ void run_model(const std::string& name, Python& py, const Options& o, Results& r
     Lineup l;
     auto& row = r.inference[name];
     l.add(row, "pt2rt", [&] { return pt2rt_inference(pt2, w); }, pt2.empty() ? why_missing(info, "pt2") : "");
-    l.add(row, "pt2rt_fold", [&] { return pt2rt_inference(fold, w); },
+    // The folded archive as a deployment loads it (inference_only), against frozen TorchScript.
+    l.add(row, "pt2rt_fold", [&] { return pt2rt_inference(fold, w, /*inference_only=*/true); },
           fold.empty() ? why_missing(info, "pt2_fold") : "");
     l.add(row, "ts", [&] { return torchscript_inference(ts_eval, w, false); },
           ts_eval.empty() ? why_missing(info, "ts_eval") : "");

@@ -4,7 +4,7 @@
 //
 //   pt2rt_bench_step MODEL.pt2 MODEL_train.ts --profile pt2rt|ts [--rounds N]
 //                    [--trainable PREFIX] [--loss ce|mse] [--ops]
-//   pt2rt_bench_step MODEL_fold.pt2 MODEL_eval.ts --profile pt2rt_infer|ts_frozen [--rounds N]
+//   pt2rt_bench_step MODEL_fold.pt2 MODEL_eval.ts --profile pt2rt_infer|pt2rt_serve|ts_frozen [--rounds N]
 //                    [--examples-from MODEL.pt2]
 //
 // pt2rt_bench's work directory has the files (<model>.pt2, <model>_fold.pt2,
@@ -67,7 +67,7 @@ static int run(const std::string& pt2, const std::string& ts, const std::string&
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: pt2rt_bench_step MODEL.pt2 MODEL.ts "
-                         "--profile pt2rt|ts|pt2rt_infer|ts_frozen [--rounds N] "
+                         "--profile pt2rt|ts|pt2rt_infer|pt2rt_serve|ts_frozen [--rounds N] "
                          "[--trainable PREFIX] [--loss ce|mse] [--examples-from A.pt2] [--ops]\n");
     return 2;
   }
@@ -91,8 +91,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (profile != "pt2rt" && profile != "ts" && profile != "pt2rt_infer" && profile != "ts_frozen") {
-    std::fprintf(stderr, "pt2rt_bench_step: --profile must be pt2rt, ts, pt2rt_infer or ts_frozen\n");
+  if (profile != "pt2rt" && profile != "ts" && profile != "pt2rt_infer" && profile != "pt2rt_serve" &&
+      profile != "ts_frozen") {
+    std::fprintf(stderr, "pt2rt_bench_step: --profile must be pt2rt, ts, pt2rt_infer, pt2rt_serve or ts_frozen\n");
     return 2;
   }
   if (rounds < 1) {
@@ -116,6 +117,7 @@ static int run(const std::string& pt2, const std::string& ts, const std::string&
       profile == "ts"          ? pt2rt::bench::torchscript_training(ts, w)
       : profile == "ts_frozen" ? pt2rt::bench::torchscript_inference(ts, w, true)
       : profile == "pt2rt_infer" ? pt2rt::bench::pt2rt_inference(pt2, w)
+      : profile == "pt2rt_serve" ? pt2rt::bench::pt2rt_inference(pt2, w, /*inference_only=*/true)
                                  : pt2rt::bench::pt2rt_training(pt2, w);
   const std::vector<double> t =
       pt2rt::bench::interleaved_min({step}, rounds, 2, pt2rt::bench::Clock::ThreadCpu);

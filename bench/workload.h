@@ -40,8 +40,10 @@ std::vector<at::Tensor> trainable(const std::vector<std::pair<std::string, at::T
 
 using Call = std::function<void()>;
 
-/// pt2rt: Model::load(path) in eval mode; a call is Model::forward(inputs).
-Call pt2rt_inference(const std::string& path, const Workload& w);
+/// pt2rt: Model::load(path) in eval mode (with LoadOptions::inference_only: the deployment
+/// load, whose inference plan packs oneDNN convolution weights once: runtime/conv_prepack.h);
+/// a call is Model::forward(inputs).
+Call pt2rt_inference(const std::string& path, const Workload& w, bool inference_only = false);
 /// pt2rt: Model::load(path), train(); a call is one training step (torch::optim::SGD).
 Call pt2rt_training(const std::string& path, const Workload& w);
 /// A call loads `path` with Model::load (LoadOptions::map_weights as given: memory-mapped;

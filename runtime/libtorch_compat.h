@@ -4,11 +4,16 @@
 //   * c10::Allocator: 1.13 declares `DataPtr allocate(size_t) const`; 2.x makes it non-const
 //     and adds the pure virtual `copy_data` and the virtual `is_simple_data_ptr`.
 //   * c10::TypeKind::SymBoolType exists in 2.x only.
+//   * at::native::select_conv_backend takes int lists in 1.13, SymInt lists and the bias
+//     sizes in 2.x (libtorch_compat.cpp).
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/jit_type_base.h>
 #include <c10/core/Allocator.h>
 #include <torch/csrc/api/include/torch/version.h>
+
+#include <vector>
 
 namespace pt2rt {
 
@@ -21,6 +26,14 @@ inline bool is_sym_bool_type(c10::TypeKind k) {
   return false;
 #endif
 }
+
+/// Whether ATen's convolution would run a float32 CPU convolution of these tensors' sizes
+/// through oneDNN (at::native::select_conv_backend() == ConvBackend::Mkldnn; not transposed,
+/// no bias sizes: a bias does not change the choice), at the current intra-op thread count.
+/// Only the tensors' metadata is read.
+bool aten_picks_onednn(const at::Tensor& input, const at::Tensor& weight,
+                       const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                       const std::vector<int64_t>& dilation, int64_t groups);
 
 /// An allocator that forwards everything to `inner` after calling before_allocate(n), which
 /// may throw (a c10::Error, as an out-of-memory would) to refuse the allocation.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "batch_norm_stats.h"
+#include "conv_prepack.h"
 #include "pt2rt/errors.h"
 
 namespace pt2rt {
@@ -13,6 +14,30 @@ namespace {
 
 std::string graph_where(const Graph& graph, size_t node) {
   return std::string("graph ") + to_string(graph.role) + ", node " + std::to_string(node);
+}
+
+bool hoistable(const Instruction& ins);
+
+/// Per graph value: computed from the inputs flagged in `cacheable_inputs` (one flag per graph
+/// input) alone, through hoistable instructions.
+std::vector<bool> weight_only_values(const std::vector<Instruction>& instructions,
+                                     const Graph& graph,
+                                     const std::vector<bool>& cacheable_inputs) {
+  std::vector<bool> weight_only(graph.values.size(), false);
+  for (size_t i = 0; i < graph.inputs.size() && i < cacheable_inputs.size(); ++i) {
+    weight_only[graph.inputs[i].value] = cacheable_inputs[i];
+  }
+  std::vector<ValueId> used;
+  for (const Instruction& ins : instructions) {
+    used.clear();
+    for (const PlannedArg& a : ins.args) collect_slots(a, used);
+    bool only = !used.empty() && hoistable(ins);
+    for (ValueId v : used) only = only && weight_only[v];
+    if (only) {
+      for (ValueId v : ins.outputs) weight_only[v] = true;
+    }
+  }
+  return weight_only;
 }
 
 }  // namespace
@@ -98,6 +123,13 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
   // meta check's plan keeps the graph as written, node by node.
   if (device.type() != c10::DeviceType::Meta && fuse_batch_norm_stats(plan->instructions_, graph) > 0) {
     plan->max_stack_ = std::max<size_t>(plan->max_stack_, 9);
+  }
+  // An inference plan's oneDNN convolutions on weights packed once (conv_prepack.h).
+  if (device.is_cpu() && options.prepack_convolutions && !options.cacheable_inputs.empty() &&
+      options.cacheable_inputs.size() == graph.inputs.size()) {
+    prepack_convolutions(
+        plan->instructions_, graph,
+        weight_only_values(plan->instructions_, graph, options.cacheable_inputs));
   }
   plan->program_ = std::move(program);
   plan->finalize(options);
@@ -283,6 +315,12 @@ const std::set<std::string>& hoistable_ops() {
   return ops;
 }
 
+/// An op of hoistable_ops(), or the weight packing of conv_prepack.h.
+bool hoistable(const Instruction& ins) {
+  if (ins.native) return ins.native == &prepack_conv2d_weight_op();
+  return ins.op && !ins.mutates && hoistable_ops().count(ins.op->schema().name()) > 0;
+}
+
 }  // namespace
 
 void ExecutionPlan::hoist_weight_work(const std::vector<bool>& cacheable_inputs) {
@@ -303,8 +341,7 @@ void ExecutionPlan::hoist_weight_work(const std::vector<bool>& cacheable_inputs)
   for (Instruction& ins : instructions_) {
     used.clear();
     for (const PlannedArg& a : ins.args) collect_slots(a, used);
-    bool hoist = ins.op && !ins.native && !ins.mutates && !used.empty() &&
-                 hoistable_ops().count(ins.op->schema().name()) > 0;
+    bool hoist = !used.empty() && hoistable(ins);
     for (ValueId v : used) hoist = hoist && weight_only[v];
     if (!hoist) {
       main.push_back(std::move(ins));

@@ -68,6 +68,9 @@ struct Instruction {
   /// With kCheckDeclared: the CPU bytes the call may allocate (allocation_cap.h).
   uint64_t alloc_cap = 0;
   bool mutates = false;                   ///< the schema writes an argument (never removed)
+  /// Puts a packed form of a value into that value's slot (conv_prepack.h): its result is not
+  /// the declared tensor, so check_results_of() never marks it.
+  bool packs = false;
   /// Set by finalize() when the op has an in-place twin and its `self` slot (argument 0)
   /// dies here: the twin runs when can_run_in_place() holds for the call (reinplace.h).
   std::optional<InplaceTwin> inplace;
@@ -87,6 +90,10 @@ struct PlanOptions {
   bool deliver_early = false;
   /// One flag per Graph::inputs entry: bound to a model weight; empty means none.
   std::vector<bool> cacheable_inputs;
+  /// CPU plans with cacheable inputs: 2-D convolutions ATen runs through oneDNN get their
+  /// weights packed once into the cached prologue (conv_prepack.h). Set at build only (for
+  /// LoadOptions::inference_only loads); plans specialised later keep what build did.
+  bool prepack_convolutions = false;
 };
 
 /// A graph output handed out at the end of a segment.
@@ -164,7 +171,7 @@ class ExecutionPlan {
     }
     for (auto* list : {&prologue_, &instructions_}) {
       for (Instruction& ins : *list) {
-        if (ins.node >= marked.size() || !marked[ins.node]) continue;
+        if (ins.packs || ins.node >= marked.size() || !marked[ins.node]) continue;
         ins.checks |= Instruction::kCheckDeclared;
         ins.alloc_cap = cap_of[ins.node];
       }

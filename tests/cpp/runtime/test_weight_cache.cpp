@@ -108,3 +108,33 @@ TEST_CASE("weights that are inference tensors are never cached, results stay rig
   plain.named_parameters()[2].second.mul_(2);
   check_same(folded, plain, x, "inference-tensor weights changed in place");
 }
+
+TEST_CASE("an inference_only load packs oneDNN convolution weights once: the default load's bits, weight changes followed",
+          "[weight_cache][conv_prepack]") {
+  use_reference_threads("cnn_bn");
+  Record ref = load_record("cnn_bn_ref.pt");
+  std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  LoadOptions serve;
+  serve.inference_only = true;
+  for (const std::string& path : {archive_path("cnn_bn", "default"), folded_path("cnn_bn")}) {
+    INFO(path);
+    Model packed = Model::load(path, c10::kCPU, serve);
+    Model plain = Model::load(path);
+    const ExecutionPlan& plan = *model_state(packed).inference->plan;
+    // Which convolutions are packed is ATen's choice at the fixture's sizes; the packed ones
+    // leave the per-call list, their packing is in the cached prologue.
+    const size_t convs = count_ops(plan.instructions(), "aten::convolution");
+    size_t natives = 0, packs = 0;
+    for (const Instruction& ins : plan.instructions()) natives += ins.native != nullptr;
+    for (const Instruction& ins : plan.prologue()) packs += ins.packs;
+    CHECK(convs + packs == 2);
+    CHECK(natives >= packs);
+    CHECK(packed.forward(x)[0].equal(plain.forward(x)[0]));
+    CHECK(packed.forward(x)[0].equal(plain.forward(x)[0]));  // from the cache
+    for (Model* m : {&packed, &plain}) {
+      c10::NoGradGuard g;
+      m->named_parameters()[0].second.mul_(-0.5);  // features.0.weight (conv), in place
+    }
+    CHECK(packed.forward(x)[0].equal(plain.forward(x)[0]));
+  }
+}

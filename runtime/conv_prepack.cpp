@@ -1,0 +1,183 @@
+// runtime/conv_prepack.cpp — see conv_prepack.h.
+#include "conv_prepack.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
+
+#include <optional>
+
+#include "libtorch_compat.h"
+
+namespace pt2rt {
+namespace {
+
+void prepack_conv2d_weight_kernel(torch::jit::Stack& s) {
+  const int64_t groups = s[4].toInt();
+  const std::vector<int64_t> dilation = s[3].toIntVector(), padding = s[2].toIntVector(),
+                             stride = s[1].toIntVector();
+  const at::Tensor weight = s[0].toTensor();
+  s.clear();
+  // A channels-last weight makes ATen pick a channels-last primitive: left dense, so that
+  // conv2d_prepacked runs at::convolution as the unpacked plan would.
+  if (!weight.is_cpu() || weight.layout() != c10::kStrided || weight.scalar_type() != at::kFloat ||
+      weight.dim() != 4 || !weight.is_contiguous()) {
+    s.emplace_back(weight);
+    return;
+  }
+  s.emplace_back(at::mkldnn_reorder_conv2d_weight(weight.to_mkldnn(), padding, stride, dilation,
+                                                  groups));
+}
+
+void conv2d_prepacked_kernel(torch::jit::Stack& s) {
+  const int64_t num_threads = s[7].toInt(), groups = s[6].toInt();
+  const std::vector<int64_t> dilation = s[5].toIntVector(), padding = s[4].toIntVector(),
+                             stride = s[3].toIntVector();
+  const c10::optional<at::Tensor> bias = s[2].toOptional<at::Tensor>();
+  const at::Tensor weight = s[1].toTensor(), input = s[0].toTensor();
+  s.clear();
+  const bool fits = weight.is_mkldnn() && input.is_cpu() && input.layout() == c10::kStrided &&
+                    input.scalar_type() == at::kFloat && input.dim() == 4 &&
+                    input.is_contiguous() && at::get_num_threads() == num_threads &&
+                    (!bias || (bias->is_cpu() && bias->layout() == c10::kStrided &&
+                               bias->scalar_type() == at::kFloat));
+  if (fits) {
+    s.emplace_back(at::mkldnn_convolution(input, weight, bias, padding, stride, dilation, groups));
+    return;
+  }
+  const at::Tensor dense = weight.is_mkldnn() ? weight.to_dense() : weight;
+  s.emplace_back(at::convolution(input, dense, bias, stride, padding, dilation,
+                                 /*transposed=*/false, std::vector<int64_t>(padding.size(), 0),
+                                 groups));
+}
+
+bool is_conv(const Instruction& ins) {
+  if (!ins.op || ins.native) return false;
+  const c10::OperatorName& n = ins.op->operator_name();
+  return n.name == "aten::convolution" && n.overload_name.empty() && ins.args.size() == 9 &&
+         ins.outputs.size() == 1;
+}
+
+std::optional<std::vector<int64_t>> int_list(const PlannedArg& a, size_t size) {
+  if (a.kind != PlannedArg::Kind::Constant || !a.constant.isIntList()) return std::nullopt;
+  std::vector<int64_t> v = a.constant.toIntVector();
+  if (v.size() != size) return std::nullopt;
+  return v;
+}
+
+/// The declared static sizes of a float32 tensor value of `rank` dims.
+std::optional<std::vector<int64_t>> float_sizes(const Graph& graph, ValueId v, size_t rank) {
+  const Value& value = graph.values[v];
+  if (value.kind != ValueKind::Tensor || !value.meta || value.meta->dtype != at::kFloat ||
+      value.meta->sizes.size() != rank) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> sizes;
+  for (const Dim& d : value.meta->sizes) {
+    if (!d.is_static()) return std::nullopt;
+    sizes.push_back(d.value);
+  }
+  return sizes;
+}
+
+PlannedArg constant(c10::IValue v) {
+  PlannedArg a;
+  a.constant = std::move(v);
+  return a;
+}
+
+}  // namespace
+
+const NativeOp& prepack_conv2d_weight_op() {
+  static const NativeOp op{
+      torch::jit::parseSchema("pt2rt::prepack_conv2d_weight(Tensor weight, int[] stride, "
+                              "int[] padding, int[] dilation, int groups) -> Tensor"),
+      &prepack_conv2d_weight_kernel};
+  return op;
+}
+
+const NativeOp& conv2d_prepacked_op() {
+  static const NativeOp op{
+      torch::jit::parseSchema("pt2rt::conv2d_prepacked(Tensor input, Tensor packed_weight, "
+                              "Tensor? bias, int[] stride, int[] padding, int[] dilation, "
+                              "int groups, int num_threads) -> Tensor"),
+      &conv2d_prepacked_kernel};
+  return op;
+}
+
+size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph& graph,
+                            const std::vector<bool>& weight_only) {
+  if (!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) return 0;
+  const size_t num_values = graph.values.size();
+  std::vector<size_t> readers(num_values, 0);
+  std::vector<bool> is_output(num_values, false);
+  std::vector<ValueId> used;
+  for (const Instruction& ins : instructions) {
+    used.clear();
+    for (const PlannedArg& a : ins.args) collect_slots(a, used);
+    for (ValueId v : used) ++readers[v];
+  }
+  for (const GraphOutput& out : graph.outputs) {
+    if (out.value >= 0) is_output[static_cast<size_t>(out.value)] = true;
+  }
+  std::vector<Instruction> rewritten;
+  rewritten.reserve(instructions.size());
+  size_t count = 0;
+  for (Instruction& ins : instructions) {
+    std::optional<Instruction> packed_conv, pack;
+    if (is_conv(ins)) {
+      const std::vector<PlannedArg>& a = ins.args;
+      const auto stride = int_list(a[3], 2), padding = int_list(a[4], 2),
+                 dilation = int_list(a[5], 2), output_padding = int_list(a[7], 2);
+      const bool plain = a[0].kind == PlannedArg::Kind::Slot &&
+                         a[1].kind == PlannedArg::Kind::Slot && stride && padding && dilation &&
+                         output_padding && *output_padding == std::vector<int64_t>{0, 0} &&
+                         a[6].kind == PlannedArg::Kind::Constant && a[6].constant.isBool() &&
+                         !a[6].constant.toBool() && a[8].kind == PlannedArg::Kind::Constant &&
+                         a[8].constant.isInt() &&
+                         (a[2].kind == PlannedArg::Kind::Slot ||
+                          (a[2].kind == PlannedArg::Kind::Constant && a[2].constant.isNone()));
+      const ValueId w = a[1].slot;
+      const auto input_sizes = plain ? float_sizes(graph, a[0].slot, 4) : std::nullopt;
+      const auto weight_sizes = plain ? float_sizes(graph, w, 4) : std::nullopt;
+      if (input_sizes && weight_sizes && weight_only[w] && readers[w] == 1 && !is_output[w] &&
+          a[0].slot != w) {
+        // ATen's own choice at these sizes (tensors of the declared sizes, never filled: only
+        // their metadata is read; zero-strided, so nothing of that size is allocated).
+        const at::Tensor x = at::zeros({1}).expand(*input_sizes);
+        const at::Tensor wt = at::zeros({1}).expand(*weight_sizes);
+        const int64_t groups = a[8].constant.toInt();
+        if (aten_picks_onednn(x, wt, *stride, *padding, *dilation, groups)) {
+          Instruction p;
+          p.native = &prepack_conv2d_weight_op();
+          p.args = {a[1], a[3], a[4], a[5], a[8]};
+          p.outputs = {w};  // the packed weight replaces the dense one in its slot
+          p.node = ins.node;
+          p.packs = true;
+          Instruction c;
+          c.native = &conv2d_prepacked_op();
+          c.args = {a[0], a[1], a[2], a[3], a[4], a[5], a[8],
+                    constant(static_cast<int64_t>(at::get_num_threads()))};
+          c.outputs = ins.outputs;
+          c.node = ins.node;
+          c.checks = ins.checks;
+          c.alloc_cap = ins.alloc_cap;
+          pack = std::move(p);
+          packed_conv = std::move(c);
+        }
+      }
+    }
+    if (!packed_conv) {
+      rewritten.push_back(std::move(ins));
+      continue;
+    }
+    rewritten.push_back(std::move(*pack));
+    rewritten.push_back(std::move(*packed_conv));
+    ++count;
+  }
+  instructions = std::move(rewritten);
+  return count;
+}
+
+}  // namespace pt2rt
