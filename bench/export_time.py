@@ -13,19 +13,57 @@ the first export in the process (one-time costs, e.g. the gradient-sketch signs 
 gradient, included), as ``pt2rt_bench --models <one model>`` measures it; the later rounds'
 minimum is what an export costs once those are paid, as the later models of a full
 ``pt2rt_bench`` run see it.
+
+Each round also times the capture API alone on a fresh copy of the model, joint graph only
+(no inference graph, partitioner, references or archive): ``aot_export_joint_with_descriptors``
+on torch >= 2.9 (the API the torch-2 capture is built on), on torch 1.13 ``make_fx`` of
+forward + ``torch.autograd.grad`` over the parameters (what the 1.13 capture traces first) —
+the floor any exporter built on that API pays, printed as its own ratio to trace + save.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_models  # noqa: E402  (puts ../exporter on sys.path)
+
+
+def joint_capture_alone(name: str, clock: str) -> float:
+    """Seconds of the bare joint-graph capture of ``name`` (see the module docstring)."""
+    model, args, _, _ = bench_models.build(name)
+    model = copy.deepcopy(model).train()
+    now = time.thread_time if clock == "cpu" else time.perf_counter
+    try:
+        from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+    except ImportError:  # torch < 2.9
+        aot_export_joint_with_descriptors = None
+    if aot_export_joint_with_descriptors is not None:
+        t = now()
+        with contextlib.ExitStack() as stack:
+            aot_export_joint_with_descriptors(stack, model, args)
+        return now() - t
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.utils.stateless import functional_call
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    buffers = dict(model.named_buffers())
+
+    def joint(params, *inputs):
+        out = functional_call(model, {**dict(zip(names, params)), **buffers}, inputs)
+        return torch.autograd.grad(out.float().sum(), params)
+
+    params = [p.detach().requires_grad_() for n, p in model.named_parameters() if n in names]
+    t = now()
+    make_fx(joint)(params, *args)
+    return now() - t
 
 
 def main() -> None:
@@ -47,18 +85,21 @@ def main() -> None:
                 out = json.loads(bench_models.prepare(n, work, opts))
                 if out["errors"]:
                     sys.exit(f"{n}: {out['errors']}")
-                times[n].append((out["export_s"], out["trace_s"]))
+                floor = joint_capture_alone(n, a.clock)
+                times[n].append((out["export_s"], out["trace_s"], floor))
                 print(f"round {r} {n:14s} export {out['export_s']:7.3f} s   trace+save "
-                      f"{out['trace_s']:6.3f} s   ratio {out['export_s'] / out['trace_s']:5.2f}",
+                      f"{out['trace_s']:6.3f} s   ratio {out['export_s'] / out['trace_s']:5.2f}"
+                      f"   capture API alone {floor:6.3f} s ({floor / out['trace_s']:4.2f}x)",
                       flush=True)
     print(f"torch {torch.__version__}, clock {a.clock}")
     for n, t in times.items():
         line = f"{n:14s} first export {t[0][0] / t[0][1]:5.2f}x"
         if len(t) > 1:
             later = t[1:]
-            line += (f"   later exports {min(e for e, _ in later) / min(s for _, s in later):5.2f}x"
-                     f" (min export {min(e for e, _ in later):.3f} s, min trace+save "
-                     f"{min(s for _, s in later):.3f} s)")
+            trace = min(s for _, s, _ in later)
+            line += (f"   later exports {min(e for e, _, _ in later) / trace:5.2f}x"
+                     f" (min export {min(e for e, _, _ in later):.3f} s, min trace+save "
+                     f"{trace:.3f} s; capture API alone {min(f for _, _, f in later) / trace:4.2f}x)")
         print(line)
 
 

@@ -11,7 +11,7 @@
 // (weight_cache.h), so a packed weight is recomputed only when the weight changes.
 //
 // At plan build (ExecutionPlan::build; CPU plans with PlanOptions::cacheable_inputs and
-// PlanOptions::prepack_convolutions, i.e. the inference graph of a LoadOptions::inference_only
+// PlanOptions::inference_only, i.e. the inference graph of a LoadOptions::inference_only
 // load — a model pt2rt trains changes its weights through torch::optim, whose writes through
 // Tensor::data() the weight cache cannot see; oneDNN available and enabled) each `aten::convolution` instruction with
 //   - a float32 weight of 4 static dims computed from model weights alone (a weight input, or

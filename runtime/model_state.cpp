@@ -35,16 +35,16 @@ void check_weights(const Program& program, const std::vector<at::Tensor>& weight
 }
 
 /// `cache_weight_work`: hoist what reads only weights out of the per-call path (the
-/// inference graph: PlanOptions::cacheable_inputs); `prepack_convolutions`: and pack oneDNN
-/// convolution weights there (LoadOptions::inference_only: PlanOptions::prepack_convolutions).
+/// inference graph: PlanOptions::cacheable_inputs); `inference_only`: a load that never
+/// trains (PlanOptions::inference_only: computed values cached too, oneDNN weights packed).
 CompiledGraph compile_graph(const std::shared_ptr<const Program>& program, const Graph& graph,
                             const std::vector<ResolvedOp>& ops, const WeightIndex& weights,
                             c10::Device device, ResolutionReport& report,
-                            bool cache_weight_work = false, bool prepack_convolutions = false) {
+                            bool cache_weight_work = false, bool inference_only = false) {
   CompiledGraph g;
   g.bindings = bind_graph(*program, graph, weights);
   PlanOptions options;
-  options.prepack_convolutions = prepack_convolutions;
+  options.inference_only = inference_only;
   if (cache_weight_work) {
     for (const InputBinding& b : g.bindings.inputs) {
       options.cacheable_inputs.push_back(b.source == InputSource::Weight);
@@ -156,7 +156,7 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   if (const Graph* g = program->graph(GraphRole::Inference)) {
     state->inference = compile_graph(program, *g, ops, index, device, report,
                                      /*cache_weight_work=*/true,
-                                     /*prepack_convolutions=*/options.inference_only);
+                                     /*inference_only=*/options.inference_only);
   }
   if (options.inference_only && !program->graph(GraphRole::Inference)) {
     throw InputError("LoadOptions::inference_only, but the archive has no inference "

@@ -16,7 +16,7 @@ std::string graph_where(const Graph& graph, size_t node) {
   return std::string("graph ") + to_string(graph.role) + ", node " + std::to_string(node);
 }
 
-bool hoistable(const Instruction& ins);
+bool hoistable(const Instruction& ins, bool computed);
 
 /// Per graph value: computed from the inputs flagged in `cacheable_inputs` (one flag per graph
 /// input) alone, through hoistable instructions.
@@ -31,7 +31,7 @@ std::vector<bool> weight_only_values(const std::vector<Instruction>& instruction
   for (const Instruction& ins : instructions) {
     used.clear();
     for (const PlannedArg& a : ins.args) collect_slots(a, used);
-    bool only = !used.empty() && hoistable(ins);
+    bool only = !used.empty() && hoistable(ins, /*computed=*/true);
     for (ValueId v : used) only = only && weight_only[v];
     if (only) {
       for (ValueId v : ins.outputs) weight_only[v] = true;
@@ -125,7 +125,7 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
     plan->max_stack_ = std::max<size_t>(plan->max_stack_, 9);
   }
   // An inference plan's oneDNN convolutions on weights packed once (conv_prepack.h).
-  if (device.is_cpu() && options.prepack_convolutions && !options.cacheable_inputs.empty() &&
+  if (device.is_cpu() && options.inference_only && !options.cacheable_inputs.empty() &&
       options.cacheable_inputs.size() == graph.inputs.size()) {
     prepack_convolutions(
         plan->instructions_, graph,
@@ -315,10 +315,23 @@ const std::set<std::string>& hoistable_ops() {
   return ops;
 }
 
-/// An op of hoistable_ops(), or the weight packing of conv_prepack.h.
-bool hoistable(const Instruction& ins) {
-  if (ins.native) return ins.native == &prepack_conv2d_weight_op();
-  return ins.op && !ins.mutates && hoistable_ops().count(ins.op->schema().name()) > 0;
+/// The ops of hoistable_ops() whose result always aliases their input's memory: cached, they
+/// still read the weights' current values, however the weights were written.
+const std::set<std::string>& view_ops() {
+  static const std::set<std::string> ops{
+      "aten::t", "aten::view", "aten::_reshape_alias", "aten::expand", "aten::permute",
+      "aten::transpose", "aten::unsqueeze", "aten::squeeze", "aten::alias", "aten::detach",
+      "aten::select", "aten::slice"};
+  return ops;
+}
+
+/// An op of view_ops(), or with `computed` of hoistable_ops() or the weight packing of
+/// conv_prepack.h.
+bool hoistable(const Instruction& ins, bool computed) {
+  if (ins.native) return computed && ins.native == &prepack_conv2d_weight_op();
+  if (!ins.op || ins.mutates) return false;
+  const std::string& name = ins.op->schema().name();
+  return computed ? hoistable_ops().count(name) > 0 : view_ops().count(name) > 0;
 }
 
 }  // namespace
@@ -341,7 +354,7 @@ void ExecutionPlan::hoist_weight_work(const std::vector<bool>& cacheable_inputs)
   for (Instruction& ins : instructions_) {
     used.clear();
     for (const PlannedArg& a : ins.args) collect_slots(a, used);
-    bool hoist = !used.empty() && hoistable(ins);
+    bool hoist = !used.empty() && hoistable(ins, options_.inference_only);
     for (ValueId v : used) hoist = hoist && weight_only[v];
     if (!hoist) {
       main.push_back(std::move(ins));

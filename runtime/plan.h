@@ -17,9 +17,10 @@
 //                   as soon as it exists: backward_chain.h);
 //   cacheable_inputs  graph inputs bound to model weights: instructions that read only those
 //                   (transitively) and are known pure and deterministic (views, elementwise
-//                   arithmetic: kHoistableOps in plan.cpp) are hoisted into a prologue whose
+//                   arithmetic: hoistable_ops in plan.cpp) are hoisted into a prologue whose
 //                   results are cached until a weight changes (weight_cache.h) — e.g. `t(W)`
-//                   of a linear layer, BatchNorm folded into convolution weights.
+//                   of a linear layer; with inference_only also computed values, e.g.
+//                   BatchNorm folded into convolution weights, packed oneDNN weights.
 // Liveness: each instruction lists the slots whose last use it is, released right after it
 // runs; an elementwise op whose input dies at it may run in place (reinplace.h). Graph inputs
 // are owned by the frame (moved in) and released after their last use too; an output is
@@ -90,10 +91,14 @@ struct PlanOptions {
   bool deliver_early = false;
   /// One flag per Graph::inputs entry: bound to a model weight; empty means none.
   std::vector<bool> cacheable_inputs;
-  /// CPU plans with cacheable inputs: 2-D convolutions ATen runs through oneDNN get their
-  /// weights packed once into the cached prologue (conv_prepack.h). Set at build only (for
-  /// LoadOptions::inference_only loads); plans specialised later keep what build did.
-  bool prepack_convolutions = false;
+  /// The plan belongs to a LoadOptions::inference_only load, whose weights pt2rt never
+  /// trains. With cacheable_inputs: (1) values *computed* from weights (folded BatchNorm
+  /// weights, `contiguous`, arithmetic) are cached too — otherwise only views of weights are
+  /// (`t(W)`, `view`, ...: they read the weights' memory at every call), because torch::optim
+  /// updates parameters through `Tensor::data()`, which no version counter shows
+  /// (weight_cache.h); (2) on CPU, 2-D convolutions ATen runs through oneDNN get their weights
+  /// packed once in the cached prologue (conv_prepack.h).
+  bool inference_only = false;
 };
 
 /// A graph output handed out at the end of a segment.

@@ -12,7 +12,12 @@
 // current weights.
 //
 // Not seen (as for autograd's own saved-tensor checks): writes through `Tensor::data()` /
-// `.data` / `variable_data()`, which share the storage under a fresh version counter.
+// `.data` / `variable_data()`, which share the storage under a fresh version counter — and
+// that is how LibTorch's C++ optimizers (torch::optim SGD, Adam, ...) update parameters. So
+// a plan of a load that may train caches only views of its weights (`t(W)`, ...: they read
+// the weights' memory at every call, whatever wrote it); values computed from weights are
+// cached only for LoadOptions::inference_only loads (PlanOptions::inference_only), which
+// pt2rt never trains.
 // Inference tensors have no version counter: when a weight is one (a model loaded under
 // c10::InferenceMode), nothing is cached and the values are recomputed on every call.
 //

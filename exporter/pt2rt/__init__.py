@@ -133,8 +133,9 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
             exported graph (on 1.13 the backward is what autograd derives from the original op).
         optimize_inference: run the semantics-preserving inference-graph passes of
             ``inference_passes`` (BatchNorm folded into the convolution / linear before it;
-            the folded weights are computed in the graph from the current weights, and the
-            C++ runtime caches them until a weight changes). Outputs then differ from eager
+            the folded weights are computed in the graph from the current weights; the C++
+            runtime caches them until a weight changes in ``LoadOptions::inference_only``
+            loads, and recomputes them per call in loads that may train). Outputs then differ from eager
             by rounding (float32: ~1e-6 relative per folded layer). The training graphs are
             not affected. Program metadata ``inference_passes`` records what was applied.
         dynamic_shapes: torch.export's spec of dynamic dims: a dict keyed by forward()

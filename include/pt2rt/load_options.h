@@ -93,12 +93,14 @@ struct LoadOptions {
   /// training graphs' meta check. Model::train() then throws pt2rt::Error; Model::save writes
   /// the program unchanged (training graphs included). Like `torch::jit::load` of a traced
   /// eval-mode module, which has no backward either.
-  /// The inference plan then also runs each CPU float32 2-D convolution that ATen itself
-  /// runs through oneDNN on a weight packed once into oneDNN's blocked layout, cached until
-  /// the weight changes (runtime/conv_prepack.h; results are ATen's bits), as
-  /// `torch.jit.freeze` + `optimize_for_inference` or TorchInductor's CPU freezing do. As for
-  /// every weight-derived cached value, a weight change must go through the tensor (an
-  /// in-place op, `copy_`, `set_`): writes through `Tensor::data()` are not seen.
+  /// The inference plan then caches the values it computes from weights alone (e.g. BatchNorm
+  /// folded into convolution weights by export(optimize_inference=True)) until a weight
+  /// changes, and runs each CPU float32 2-D convolution that ATen itself runs through oneDNN
+  /// on a weight packed once into oneDNN's blocked layout (runtime/conv_prepack.h; results are
+  /// ATen's bits), as `torch.jit.freeze` + `optimize_for_inference` or TorchInductor's CPU
+  /// freezing do. A weight change must then go through the tensor (an in-place op, `copy_`,
+  /// `set_`): writes through `Tensor::data()` are not seen (runtime/weight_cache.h). A load
+  /// that may train caches only views of weights, because torch::optim writes that way.
   /// @throws pt2rt::InputError at load when the archive has no inference graph.
   bool inference_only = false;
 };

@@ -48,7 +48,7 @@ std::unique_ptr<ExecutionPlan> conv_plan(const Shape& s, bool cacheable = true,
   auto prog = pb.program();
   PlanOptions options;
   if (cacheable) options.cacheable_inputs = {false, true, true};
-  options.prepack_convolutions = prepack;
+  options.inference_only = prepack;
   return ExecutionPlan::build(prog, prog->graphs[0], resolve_operators(*prog), device, options);
 }
 
@@ -148,7 +148,7 @@ TEST_CASE("conv prepack: what is not rewritten", "[plan][conv_prepack]") {
     REQUIRE(plan->instructions().size() == 1);
     CHECK(plan->instructions()[0].native == nullptr);
   }
-  SECTION("a plan built without PlanOptions::prepack_convolutions (a load that may train)") {
+  SECTION("a plan built without PlanOptions::inference_only (a load that may train)") {
     auto plan = conv_plan(s, true, c10::kCPU, /*prepack=*/false);
     REQUIRE(aten_picks_onednn_for(s));
     CHECK(plan->prologue().empty());
