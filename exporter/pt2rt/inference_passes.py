@@ -14,8 +14,10 @@ optimize_inference=True)``).
 Unlike freezing, nothing becomes a constant: W' and b' are computed *in the graph* from the
 model's current parameters and buffers, so the graph stays an exact function of the weights
 (fine-tuning in C++ and then running eval mode sees the new weights). Those nodes read only
-weights; the C++ runtime computes them once and reuses them until a weight changes (its
-version counter moves: runtime/weight_cache.h), so per call only the convolution remains.
+weights; in an inference_only load the C++ runtime computes them once and reuses them until a
+weight changes (its version counter moves: runtime/weight_cache.h), so per call only the
+convolution remains; a load that may train recomputes them per call (torch::optim writes
+parameters through Tensor::data(), which no version counter shows).
 Numerics: the folded convolution rounds differently from conv + batch_norm (float32: relative
 differences around 1e-6 per layer), as with frozen TorchScript.
 
