@@ -81,6 +81,23 @@ std::optional<std::vector<int64_t>> float_sizes(const Graph& graph, ValueId v, s
   return sizes;
 }
 
+/// ATen's own choice at these declared sizes: tensors of those sizes, never filled (only their
+/// metadata is read; zero-strided, so nothing of that size is allocated). Sizes ATen refuses
+/// (an archive's: e.g. an element count that overflows) are not packed; the load's meta check
+/// reports them.
+bool aten_picks_onednn_at(const std::vector<int64_t>& input_sizes,
+                          const std::vector<int64_t>& weight_sizes,
+                          const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                          const std::vector<int64_t>& dilation, int64_t groups) {
+  try {
+    const at::Tensor x = at::zeros({1}).expand(input_sizes);
+    const at::Tensor w = at::zeros({1}).expand(weight_sizes);
+    return aten_picks_onednn(x, w, stride, padding, dilation, groups);
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
 PlannedArg constant(c10::IValue v) {
   PlannedArg a;
   a.constant = std::move(v);
@@ -143,12 +160,9 @@ size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph&
       const auto weight_sizes = plain ? float_sizes(graph, w, 4) : std::nullopt;
       if (input_sizes && weight_sizes && weight_only[w] && readers[w] == 1 && !is_output[w] &&
           a[0].slot != w) {
-        // ATen's own choice at these sizes (tensors of the declared sizes, never filled: only
-        // their metadata is read; zero-strided, so nothing of that size is allocated).
-        const at::Tensor x = at::zeros({1}).expand(*input_sizes);
-        const at::Tensor wt = at::zeros({1}).expand(*weight_sizes);
         const int64_t groups = a[8].constant.toInt();
-        if (aten_picks_onednn(x, wt, *stride, *padding, *dilation, groups)) {
+        if (aten_picks_onednn_at(*input_sizes, *weight_sizes, *stride, *padding, *dilation,
+                                 groups)) {
           Instruction p;
           p.native = &prepack_conv2d_weight_op();
           p.args = {a[1], a[3], a[4], a[5], a[8]};

@@ -2,7 +2,10 @@
 //
 // As fuzz_archive_load, then, for a model that loads: inference on its first bundled example
 // (eval mode), and when it has forward/backward graphs one training step (forward, then
-// backward from the sum of its floating outputs). Anything but a pt2rt::Error, any sanitizer
+// backward from the sum of its floating outputs); then, with an inference graph, the same
+// bytes loaded as a deployment (LoadOptions::inference_only: weight-only values cached,
+// oneDNN convolution weights packed, runtime/conv_prepack.h) and its inference run twice
+// (computed, then from the cache). Anything but a pt2rt::Error, any sanitizer
 // report, crash, timeout or excess memory is a finding.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -12,6 +15,7 @@
 #include <cstring>
 
 #include "pt2rt/errors.h"
+#include "pt2rt/load_options.h"
 #include "pt2rt/model.h"
 
 namespace {
@@ -41,6 +45,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         loss = loss.defined() ? loss + out.sum() : out.sum();
       }
       if (loss.defined()) torch::autograd::backward({loss});
+    }
+    if (program.graph(pt2rt::GraphRole::Inference) != nullptr) {
+      pt2rt::LoadOptions serve;
+      serve.inference_only = true;
+      pt2rt::Model deployed = pt2rt::Model::load(data, size, c10::kCPU, serve);
+      deployed.forward(inputs);
+      deployed.forward(inputs);
     }
   } catch (const pt2rt::Error&) {
   }
