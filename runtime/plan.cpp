@@ -18,26 +18,35 @@ std::string graph_where(const Graph& graph, size_t node) {
 
 bool hoistable(const Instruction& ins, bool computed);
 
-/// Per graph value: computed from the inputs flagged in `cacheable_inputs` (one flag per graph
-/// input) alone, through hoistable instructions.
-std::vector<bool> weight_only_values(const std::vector<Instruction>& instructions,
-                                     const Graph& graph,
-                                     const std::vector<bool>& cacheable_inputs) {
-  std::vector<bool> weight_only(graph.values.size(), false);
-  for (size_t i = 0; i < graph.inputs.size() && i < cacheable_inputs.size(); ++i) {
-    weight_only[graph.inputs[i].value] = cacheable_inputs[i];
+/// What is computed from weights alone, in graph order: `values` per slot (the inputs flagged
+/// in `cacheable_inputs`, one flag per `input_slots` entry, and the results of such
+/// instructions), `instructions` per instruction (it reads at least one slot, every slot it
+/// reads is such a value, and it is hoistable(ins, computed)).
+struct WeightOnly {
+  std::vector<bool> values, instructions;
+};
+
+WeightOnly weight_only_work(const std::vector<Instruction>& instructions,
+                            const std::vector<ValueId>& input_slots,
+                            const std::vector<bool>& cacheable_inputs, size_t num_values,
+                            bool computed) {
+  WeightOnly w{std::vector<bool>(num_values, false),
+               std::vector<bool>(instructions.size(), false)};
+  for (size_t i = 0; i < input_slots.size() && i < cacheable_inputs.size(); ++i) {
+    w.values[input_slots[i]] = cacheable_inputs[i];
   }
   std::vector<ValueId> used;
-  for (const Instruction& ins : instructions) {
+  for (size_t k = 0; k < instructions.size(); ++k) {
+    const Instruction& ins = instructions[k];
     used.clear();
     for (const PlannedArg& a : ins.args) collect_slots(a, used);
-    bool only = !used.empty() && hoistable(ins, /*computed=*/true);
-    for (ValueId v : used) only = only && weight_only[v];
-    if (only) {
-      for (ValueId v : ins.outputs) weight_only[v] = true;
-    }
+    bool only = !used.empty() && hoistable(ins, computed);
+    for (ValueId v : used) only = only && w.values[v];
+    if (!only) continue;
+    w.instructions[k] = true;
+    for (ValueId v : ins.outputs) w.values[v] = true;
   }
-  return weight_only;
+  return w;
 }
 
 }  // namespace
@@ -127,9 +136,11 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
   // An inference plan's oneDNN convolutions on weights packed once (conv_prepack.h).
   if (device.is_cpu() && options.inference_only && !options.cacheable_inputs.empty() &&
       options.cacheable_inputs.size() == graph.inputs.size()) {
-    prepack_convolutions(
-        plan->instructions_, graph,
-        weight_only_values(plan->instructions_, graph, options.cacheable_inputs));
+    prepack_convolutions(plan->instructions_, graph,
+                         weight_only_work(plan->instructions_, plan->input_slots_,
+                                          options.cacheable_inputs, num_values,
+                                          /*computed=*/true)
+                             .values);
   }
   plan->program_ = std::move(program);
   plan->finalize(options);
@@ -343,25 +354,24 @@ void ExecutionPlan::hoist_weight_work(const std::vector<bool>& cacheable_inputs)
                       std::to_string(input_slots_.size()) + " inputs");
   }
   const size_t num_values = graph_->values.size();
-  std::vector<bool> weight_only(num_values, false), is_input(num_values, false);
+  const std::vector<bool> hoist = weight_only_work(instructions_, input_slots_, cacheable_inputs,
+                                                   num_values, options_.inference_only)
+                                      .instructions;
+  std::vector<bool> is_input(num_values, false);
   std::vector<bool> from_prologue(num_values, false), read_by_prologue(num_values, false);
-  for (size_t i = 0; i < input_slots_.size(); ++i) {
-    weight_only[input_slots_[i]] = cacheable_inputs[i];
-    is_input[input_slots_[i]] = true;
-  }
+  for (ValueId v : input_slots_) is_input[v] = true;
   std::vector<Instruction> main;
   std::vector<ValueId> used;
-  for (Instruction& ins : instructions_) {
-    used.clear();
-    for (const PlannedArg& a : ins.args) collect_slots(a, used);
-    bool hoist = !used.empty() && hoistable(ins, options_.inference_only);
-    for (ValueId v : used) hoist = hoist && weight_only[v];
-    if (!hoist) {
+  for (size_t k = 0; k < instructions_.size(); ++k) {
+    Instruction& ins = instructions_[k];
+    if (!hoist[k]) {
       main.push_back(std::move(ins));
       continue;
     }
+    used.clear();
+    for (const PlannedArg& a : ins.args) collect_slots(a, used);
     for (ValueId v : used) read_by_prologue[v] = true;
-    for (ValueId v : ins.outputs) weight_only[v] = from_prologue[v] = true;
+    for (ValueId v : ins.outputs) from_prologue[v] = true;
     prologue_.push_back(std::move(ins));
   }
   instructions_ = std::move(main);
