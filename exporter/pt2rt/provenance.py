@@ -27,7 +27,7 @@ import contextlib
 import os
 import sys
 import traceback
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
@@ -128,25 +128,60 @@ class Provenance:
         self.records_: List[Tuple[Tuple[str, ...], Frames]] = []
         self.formatted_: Dict[int, str] = {}
         self.active_ = False
+        self.stack_version_ = 0  # bumped at each push / pop of module_stack_
+        # The last _mark: (anchor frame, its line, stack version) and what it set (None: nothing)
+        self.anchor_: Optional[Tuple[Any, int, int]] = None
+        self.set_: Any = None
 
     # -- recording ----------------------------------------------------------------
+    def _unchanged(self) -> bool:
+        """Whether a _mark now would take the last _mark's record and find what it set still in
+        place. The anchor is the innermost frame that is not torch-internal (a user or torch.nn
+        frame, or a pt2rt frame other than a mode's ``__torch_function__``): when it is the same
+        live frame at the same line under the same module stack, every frame
+        ``_raw_user_stack`` keeps is the same, so the record is too. Walks only the torch
+        frames between the call and its anchor, not the whole stack: most torch API calls
+        during a capture come from torch's own Python (fake tensors, functionalization)."""
+        f = sys._getframe(3)  # the caller of the torch API (skip this, _mark, __torch_function__)
+        kinds = _FRAME_KINDS
+        while f is not None:
+            code = f.f_code
+            kind = kinds.get(code.co_filename) or _classify(code.co_filename)
+            if kind[1] and not (kind[0] and code.co_name == "__torch_function__"):
+                break
+            f = f.f_back
+        last = self.anchor_
+        if last is not None and last[0] is f and last[1] == (f.f_lineno if f else -1) \
+                and last[2] == self.stack_version_ \
+                and (self.set_ is None or self._still_set()):
+            return True
+        self.anchor_ = (f, f.f_lineno if f else -1, self.stack_version_)
+        return False
+
+    def _still_set(self) -> bool:
+        """What the last _mark set (``self.set_``) is still in place."""
+        return fx_traceback.current_stack is self.set_
+
     def _mark(self) -> None:
-        if not self.active_:
+        if not self.active_ or self._unchanged():
             return
         frames = _raw_user_stack(3)  # skip _raw_user_stack, _mark and __torch_function__
         rec = (tuple(self.module_stack_), frames)
         if not self.records_ or self.records_[-1] != rec:
             self.records_.append(rec)
         fx_traceback.set_stack_trace([_TOKEN_PREFIX + str(len(self.records_) - 1)])
+        self.set_ = fx_traceback.current_stack
 
     def _pre_hook(self, module, inputs):
         name = self.names_.get(id(module))
         if name is not None and self.active_:
             self.module_stack_.append(f"{name[0]}: {name[1]}")
+            self.stack_version_ += 1
 
     def _post_hook(self, module, inputs, outputs):
         if id(module) in self.names_ and self.active_ and self.module_stack_:
             self.module_stack_.pop()
+            self.stack_version_ += 1
 
     @contextlib.contextmanager
     def _watching_modules(self) -> Iterator[None]:
@@ -159,6 +194,7 @@ class Provenance:
         finally:
             self.active_ = False
             self.module_stack_.clear()
+            self.anchor_ = self.set_ = None  # holds a frame (and its locals) alive
             for h in handles:
                 h.remove()
 
@@ -248,9 +284,15 @@ class MetaProvenance(Provenance):
         super().__init__(model)
         self.meta_: Dict[Tuple[Tuple[str, ...], Frames], Tuple[dict, str]] = {}
 
+    def _still_set(self) -> bool:
+        meta = fx_traceback.current_meta
+        return meta.get("nn_module_stack") is self.set_[0] \
+            and meta.get("stack_trace") is self.set_[1]
+
     def _mark(self) -> None:
-        if not self.active_:
+        if not self.active_ or self._unchanged():
             return
+        self.set_ = None
         # Calls from AOTAutograd's own Python (generated dataclass code shows up as "<string>")
         # are not user calls: they must not relabel the nodes that follow.
         frames = tuple(f for f in _raw_user_stack(3) if not f[0].startswith("<"))
@@ -264,8 +306,9 @@ class MetaProvenance(Provenance):
                 fqn, _, typ = entry.partition(": ")
                 stack[fqn] = (fqn, typ)
             meta = self.meta_[key] = (stack, _format(key[1]))
-        fx_traceback.current_meta["nn_module_stack"] = dict(meta[0])
+        stack = fx_traceback.current_meta["nn_module_stack"] = dict(meta[0])
         fx_traceback.current_meta["stack_trace"] = meta[1]
+        self.set_ = (stack, meta[1])
 
     @contextlib.contextmanager
     def recording(self, record_calls: bool = True) -> Iterator[None]:
