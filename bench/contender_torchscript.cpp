@@ -1,5 +1,5 @@
 // bench/contender_torchscript.cpp — TorchScript in C++ (torch::jit::load, Module::forward,
-// torch::jit::freeze), as an application would use it.
+// torch::jit::freeze, torch::jit::optimize_for_inference), as an application would use it.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/optim/sgd.h>
@@ -18,10 +18,13 @@ std::vector<c10::IValue> as_ivalues(const std::vector<at::Tensor>& xs) {
 
 }  // namespace
 
-Call torchscript_inference(const std::string& path, const Workload& w, bool frozen) {
+Call torchscript_inference(const std::string& path, const Workload& w, TorchScriptPrep prep) {
   auto module = std::make_shared<torch::jit::Module>(torch::jit::load(path));
   module->eval();
-  if (frozen) *module = torch::jit::freeze(*module);
+  if (prep == TorchScriptPrep::Freeze) *module = torch::jit::freeze(*module);
+  if (prep == TorchScriptPrep::OptimizeForInference) {
+    *module = torch::jit::optimize_for_inference(*module);
+  }
   return [module, inputs = as_ivalues(w.inputs)] {
     c10::InferenceMode guard;
     module->forward(inputs);

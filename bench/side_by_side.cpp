@@ -8,8 +8,10 @@
 // archives and the TorchScript traces (timing export + save against torch.jit.trace + save),
 // then, interleaved (one call of every contender per round, minimum kept; measure.h):
 //   inference       pt2rt, pt2rt with BatchNorm folded (optimize_inference; loaded
-//                   inference_only, as a deployment), TorchScript, frozen TorchScript
-//                   (torch::jit::freeze), eager — min per call
+//                   inference_only, as a deployment; "tuned": also LoadOptions::conv_benchmark),
+//                   TorchScript, frozen TorchScript (torch::jit::freeze), TorchScript
+//                   optimized for inference (torch::jit::optimize_for_inference), eager — min
+//                   per call
 //   training step   pt2rt (default partitioner), pt2rt (min-cut), TorchScript, eager
 //   peak memory     of one training step, bytes above the step's start (counting allocator;
 //                   the largest of 3 steps) and minor page faults per step (the fewest)
@@ -273,9 +275,17 @@ void run_model(const std::string& name, Python& py, const Options& o, Results& r
     // The folded archive as a deployment loads it (inference_only), against frozen TorchScript.
     l.add(row, "pt2rt_fold", [&] { return pt2rt_inference(fold, w, /*inference_only=*/true); },
           fold.empty() ? why_missing(info, "pt2_fold") : "");
-    l.add(row, "ts", [&] { return torchscript_inference(ts_eval, w, false); },
+    // ... and with each convolution on the faster algorithm, timed at load, against TorchScript's
+    // own inference optimisation (which moves CPU convolutions to oneDNN).
+    l.add(row, "pt2rt_tuned",
+          [&] { return pt2rt_inference(fold, w, /*inference_only=*/true, /*conv_benchmark=*/true); },
+          fold.empty() ? why_missing(info, "pt2_fold") : "");
+    l.add(row, "ts", [&] { return torchscript_inference(ts_eval, w, TorchScriptPrep::None); },
           ts_eval.empty() ? why_missing(info, "ts_eval") : "");
-    l.add(row, "ts_frozen", [&] { return torchscript_inference(ts_eval, w, true); },
+    l.add(row, "ts_frozen", [&] { return torchscript_inference(ts_eval, w, TorchScriptPrep::Freeze); },
+          ts_eval.empty() ? why_missing(info, "ts_eval") : "");
+    l.add(row, "ts_optimized",
+          [&] { return torchscript_inference(ts_eval, w, TorchScriptPrep::OptimizeForInference); },
           ts_eval.empty() ? why_missing(info, "ts_eval") : "");
     if (eager_infer.valid()) l.add(row, "eager", [&] { return Call([eager_infer] { eager_infer(); }); });
     time_lineup(l, row, o);
@@ -364,10 +374,11 @@ void print_table(const std::string& title, const std::string& unit, double scale
 
 void print_results(const Results& r, const Options& o) {
   print_table("Inference latency, min per call", "us", 1e6, 1, r.models, r.inference,
-              {{"pt2rt", "pt2rt", ""}, {"fold", "pt2rt_fold", ""}, {"ts", "ts", ""},
-               {"ts_frozen", "ts_frozen", ""}, {"eager", "eager", ""},
-               {"÷ts", "pt2rt", "ts"}, {"÷frozen", "pt2rt", "ts_frozen"},
-               {"÷eager", "pt2rt", "eager"}, {"fold÷frozen", "pt2rt_fold", "ts_frozen"}});
+              {{"pt2rt", "pt2rt", ""}, {"fold", "pt2rt_fold", ""}, {"tuned", "pt2rt_tuned", ""},
+               {"ts", "ts", ""}, {"ts_frozen", "ts_frozen", ""}, {"ts_opt", "ts_optimized", ""},
+               {"eager", "eager", ""}, {"÷ts", "pt2rt", "ts"}, {"÷frozen", "pt2rt", "ts_frozen"},
+               {"÷eager", "pt2rt", "eager"}, {"fold÷frozen", "pt2rt_fold", "ts_frozen"},
+               {"tuned÷opt", "pt2rt_tuned", "ts_optimized"}});
   std::vector<Column> train_cols = {{"pt2rt", "pt2rt", ""}, {"ts", "ts", ""}, {"eager", "eager", ""},
                                     {"÷ts", "pt2rt", "ts"}, {"÷eager", "pt2rt", "eager"}};
   if (o.min_cut) {

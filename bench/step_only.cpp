@@ -4,14 +4,15 @@
 //
 //   pt2rt_bench_step MODEL.pt2 MODEL_train.ts --profile pt2rt|ts [--rounds N]
 //                    [--trainable PREFIX] [--loss ce|mse] [--ops]
-//   pt2rt_bench_step MODEL_fold.pt2 MODEL_eval.ts --profile pt2rt_infer|pt2rt_serve|ts_frozen [--rounds N]
+//   pt2rt_bench_step MODEL_fold.pt2 MODEL_eval.ts --profile pt2rt_infer|pt2rt_serve|pt2rt_tuned|ts_frozen|ts_optimized [--rounds N]
 //                    [--examples-from MODEL.pt2]
 //
 // pt2rt_bench's work directory has the files (<model>.pt2, <model>_fold.pt2,
 // <model>_train.ts, <model>_eval.ts). The inputs are the bundled example of MODEL.pt2
 // (Model::example_inputs), or of --examples-from (pt2rt_bench's _fold archives bundle none);
 // the cross-entropy target is class 0 for every row. Prints the minimum time per call
-// (thread CPU time, 1 intra-op thread); --ops then runs N more calls counting, per operator
+// (thread CPU time, 1 intra-op thread). pt2rt_tuned: pt2rt_serve with LoadOptions::conv_benchmark;
+// ts_optimized: torch::jit::optimize_for_inference. --ops then runs N more calls counting, per operator
 // name, the calls and their inclusive wall time (RecordFunction callbacks). Not a test.
 // Exit status 2 with one line on stderr for bad options or a failing load.
 #include <ATen/ATen.h>
@@ -67,7 +68,8 @@ static int run(const std::string& pt2, const std::string& ts, const std::string&
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: pt2rt_bench_step MODEL.pt2 MODEL.ts "
-                         "--profile pt2rt|ts|pt2rt_infer|pt2rt_serve|ts_frozen [--rounds N] "
+                         "--profile pt2rt|ts|pt2rt_infer|pt2rt_serve|pt2rt_tuned|ts_frozen|ts_optimized "
+                         "[--rounds N] "
                          "[--trainable PREFIX] [--loss ce|mse] [--examples-from A.pt2] [--ops]\n");
     return 2;
   }
@@ -92,8 +94,9 @@ int main(int argc, char** argv) {
     }
   }
   if (profile != "pt2rt" && profile != "ts" && profile != "pt2rt_infer" && profile != "pt2rt_serve" &&
-      profile != "ts_frozen") {
-    std::fprintf(stderr, "pt2rt_bench_step: --profile must be pt2rt, ts, pt2rt_infer, pt2rt_serve or ts_frozen\n");
+      profile != "pt2rt_tuned" && profile != "ts_frozen" && profile != "ts_optimized") {
+    std::fprintf(stderr, "pt2rt_bench_step: --profile must be pt2rt, ts, pt2rt_infer, pt2rt_serve, "
+                         "pt2rt_tuned, ts_frozen or ts_optimized\n");
     return 2;
   }
   if (rounds < 1) {
@@ -113,12 +116,17 @@ static int run(const std::string& pt2, const std::string& ts, const std::string&
   at::set_num_threads(1);
   w.inputs = pt2rt::Model::load(examples).example_inputs();
   if (w.loss == "ce") w.target = at::zeros({w.inputs[0].size(0)}, at::kLong);
+  using pt2rt::bench::TorchScriptPrep;
   const pt2rt::bench::Call step =
       profile == "ts"          ? pt2rt::bench::torchscript_training(ts, w)
-      : profile == "ts_frozen" ? pt2rt::bench::torchscript_inference(ts, w, true)
+      : profile == "ts_frozen" ? pt2rt::bench::torchscript_inference(ts, w, TorchScriptPrep::Freeze)
+      : profile == "ts_optimized"
+          ? pt2rt::bench::torchscript_inference(ts, w, TorchScriptPrep::OptimizeForInference)
       : profile == "pt2rt_infer" ? pt2rt::bench::pt2rt_inference(pt2, w)
       : profile == "pt2rt_serve" ? pt2rt::bench::pt2rt_inference(pt2, w, /*inference_only=*/true)
-                                 : pt2rt::bench::pt2rt_training(pt2, w);
+      : profile == "pt2rt_tuned"
+          ? pt2rt::bench::pt2rt_inference(pt2, w, /*inference_only=*/true, /*conv_benchmark=*/true)
+          : pt2rt::bench::pt2rt_training(pt2, w);
   const std::vector<double> t =
       pt2rt::bench::interleaved_min({step}, rounds, 2, pt2rt::bench::Clock::ThreadCpu);
   std::printf("%s call %.3f ms (thread CPU, min of %d)\n", profile.c_str(), t[0] * 1e3, rounds);

@@ -41,18 +41,23 @@ std::vector<at::Tensor> trainable(const std::vector<std::pair<std::string, at::T
 using Call = std::function<void()>;
 
 /// pt2rt: Model::load(path) in eval mode (with LoadOptions::inference_only: the deployment
-/// load, whose inference plan packs oneDNN convolution weights once: runtime/conv_prepack.h);
-/// a call is Model::forward(inputs).
-Call pt2rt_inference(const std::string& path, const Workload& w, bool inference_only = false);
+/// load, whose inference plan packs oneDNN convolution weights once: runtime/conv_prepack.h;
+/// with `conv_benchmark` too, LoadOptions::conv_benchmark: each convolution on the faster of
+/// ATen's algorithm and oneDNN, timed at load); a call is Model::forward(inputs).
+Call pt2rt_inference(const std::string& path, const Workload& w, bool inference_only = false,
+                     bool conv_benchmark = false);
 /// pt2rt: Model::load(path), train(); a call is one training step (torch::optim::SGD).
 Call pt2rt_training(const std::string& path, const Workload& w);
 /// A call loads `path` with Model::load (LoadOptions::map_weights as given: memory-mapped;
 /// LoadOptions::inference_only as given: only the inference graph compiled and checked).
 Call pt2rt_load(const std::string& path, bool map_weights = false, bool inference_only = false);
 
-/// TorchScript: torch::jit::load(path) in eval mode (torch::jit::freeze'd when `frozen`);
-/// a call is Module::forward(inputs).
-Call torchscript_inference(const std::string& path, const Workload& w, bool frozen);
+/// How a TorchScript inference contender prepares the loaded module.
+enum class TorchScriptPrep { None, Freeze, OptimizeForInference };
+/// TorchScript: torch::jit::load(path) in eval mode, then `prep`: torch::jit::freeze, or
+/// torch::jit::optimize_for_inference (freezes, then e.g. converts CPU convolutions to oneDNN
+/// ones); a call is Module::forward(inputs).
+Call torchscript_inference(const std::string& path, const Workload& w, TorchScriptPrep prep);
 /// TorchScript: torch::jit::load(path) in training mode; one training step per call.
 Call torchscript_training(const std::string& path, const Workload& w);
 /// A call loads `path` with torch::jit::load.

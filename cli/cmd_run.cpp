@@ -2,6 +2,7 @@
 //
 //   export-cli run <model.pt2> [--inputs in.pt] [--outputs out.pt] [--device cpu|cuda]
 //                  [--train] [--grad-outputs g.pt] [--grads grads.pt] [--buffers buffers.pt]
+//                  [--inference-only] [--conv-benchmark]
 //
 // Inputs come from a torch.save file (tuple or list of tensors) or, without --inputs, the
 // first bundled example. Each output is printed with its index and stored name
@@ -40,7 +41,13 @@ int cmd_run(int argc, char** argv) {
        cxxopts::value<std::string>())
       ("grads", "with --train: write a dict FQN -> gradient here", cxxopts::value<std::string>())
       ("buffers", "write a dict FQN -> buffer value after the call here",
-       cxxopts::value<std::string>());
+       cxxopts::value<std::string>())
+      ("inference-only", "load as a deployment does (LoadOptions::inference_only): only the "
+       "inference graph; values computed from weights alone cached, oneDNN convolution "
+       "weights packed once")
+      ("conv-benchmark", "implies --inference-only; on CPU, time each convolution at load "
+       "with ATen's algorithm and with oneDNN and run the faster (LoadOptions::conv_benchmark:"
+       " results then differ from eager PyTorch by float rounding)");
   // clang-format on
   add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
@@ -52,6 +59,12 @@ int cmd_run(int argc, char** argv) {
   if (!train && (result.count("grad-outputs") || result.count("grads"))) {
     throw UsageError("--grad-outputs and --grads need --train");
   }
+  LoadOptions load = load_options(result);
+  load.conv_benchmark = result.count("conv-benchmark") > 0;
+  load.inference_only = load.conv_benchmark || result.count("inference-only") > 0;
+  if (train && load.inference_only) {
+    throw UsageError("--train cannot run on an --inference-only / --conv-benchmark load");
+  }
   std::vector<at::Tensor> inputs, grad_outputs;
   if (result.count("inputs")) {
     inputs = load_tensor_list(result["inputs"].as<std::string>(), "--inputs");
@@ -60,7 +73,7 @@ int cmd_run(int argc, char** argv) {
     grad_outputs = load_tensor_list(result["grad-outputs"].as<std::string>(), "--grad-outputs");
   }
 
-  Model model = Model::load(path, device, load_options(result));
+  Model model = Model::load(path, device, load);
   if (!result.count("inputs")) {
     const std::vector<Example> examples = model.examples();
     if (examples.empty()) {

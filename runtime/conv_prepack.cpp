@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "conv_benchmark.h"
 #include "libtorch_compat.h"
 
 namespace pt2rt {
@@ -85,14 +86,11 @@ std::optional<std::vector<int64_t>> float_sizes(const Graph& graph, ValueId v, s
 /// metadata is read; zero-strided, so nothing of that size is allocated). Sizes ATen refuses
 /// (an archive's: e.g. an element count that overflows) are not packed; the load's meta check
 /// reports them.
-bool aten_picks_onednn_at(const std::vector<int64_t>& input_sizes,
-                          const std::vector<int64_t>& weight_sizes,
-                          const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                          const std::vector<int64_t>& dilation, int64_t groups) {
+bool aten_picks_onednn_at(const Conv2dCase& c) {
   try {
-    const at::Tensor x = at::zeros({1}).expand(input_sizes);
-    const at::Tensor w = at::zeros({1}).expand(weight_sizes);
-    return aten_picks_onednn(x, w, stride, padding, dilation, groups);
+    const at::Tensor x = at::zeros({1}).expand(c.input);
+    const at::Tensor w = at::zeros({1}).expand(c.weight);
+    return aten_picks_onednn(x, w, c.stride, c.padding, c.dilation, c.groups);
   } catch (const c10::Error&) {
     return false;
   }
@@ -124,7 +122,7 @@ const NativeOp& conv2d_prepacked_op() {
 }
 
 size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph& graph,
-                            const std::vector<bool>& weight_only) {
+                            const std::vector<bool>& weight_only, ConvChoice choice) {
   if (!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) return 0;
   const size_t num_values = graph.values.size();
   std::vector<size_t> readers(num_values, 0);
@@ -138,6 +136,7 @@ size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph&
   for (const GraphOutput& out : graph.outputs) {
     if (out.value >= 0) is_output[static_cast<size_t>(out.value)] = true;
   }
+  ConvBenchmark benchmark;
   std::vector<Instruction> rewritten;
   rewritten.reserve(instructions.size());
   size_t count = 0;
@@ -160,9 +159,12 @@ size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph&
       const auto weight_sizes = plain ? float_sizes(graph, w, 4) : std::nullopt;
       if (input_sizes && weight_sizes && weight_only[w] && readers[w] == 1 && !is_output[w] &&
           a[0].slot != w) {
-        const int64_t groups = a[8].constant.toInt();
-        if (aten_picks_onednn_at(*input_sizes, *weight_sizes, *stride, *padding, *dilation,
-                                 groups)) {
+        const Conv2dCase conv{*input_sizes, *weight_sizes, *stride, *padding, *dilation,
+                              a[8].constant.toInt(), a[2].kind == PlannedArg::Kind::Slot};
+        if (choice == ConvChoice::OneDnn ? ConvBenchmark::macs(conv) >= 0
+                                         : aten_picks_onednn_at(conv) ||
+                                               (choice == ConvChoice::Benchmark &&
+                                                benchmark.onednn_faster(conv))) {
           Instruction p;
           p.native = &prepack_conv2d_weight_op();
           p.args = {a[1], a[3], a[4], a[5], a[8]};

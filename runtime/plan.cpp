@@ -140,7 +140,8 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
                          weight_only_work(plan->instructions_, plan->input_slots_,
                                           options.cacheable_inputs, num_values,
                                           /*computed=*/true)
-                             .values);
+                             .values,
+                         options.conv_choice);
   }
   plan->program_ = std::move(program);
   plan->finalize(options);

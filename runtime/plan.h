@@ -85,6 +85,13 @@ struct Frame {
 };
 
 /// How a plan is specialised (see the file comment).
+/// How an inference_only CPU plan runs its eligible float32 2-D convolutions (conv_prepack.h).
+enum class ConvChoice : uint8_t {
+  Aten,       ///< ATen's own algorithm; oneDNN ones on a packed weight (ATen's bits)
+  Benchmark,  ///< also oneDNN where it times faster at plan build (conv_benchmark.h)
+  OneDnn,     ///< oneDNN on a packed weight for every eligible convolution
+};
+
 struct PlanOptions {
   /// One flag per Graph::outputs entry; empty means every output is needed.
   std::vector<bool> needed_outputs;
@@ -99,6 +106,10 @@ struct PlanOptions {
   /// (weight_cache.h); (2) on CPU, 2-D convolutions ATen runs through oneDNN get their weights
   /// packed once in the cached prologue (conv_prepack.h).
   bool inference_only = false;
+  /// With inference_only on CPU: which eligible convolutions go to oneDNN (LoadOptions::
+  /// conv_benchmark sets Benchmark). Other than Aten, results differ from ATen's own
+  /// algorithm's by float rounding where oneDNN replaces it.
+  ConvChoice conv_choice = ConvChoice::Aten;
 };
 
 /// A graph output handed out at the end of a segment.

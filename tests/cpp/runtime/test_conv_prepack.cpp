@@ -1,12 +1,15 @@
 // An inference plan's convolutions on oneDNN weights packed once (runtime/conv_prepack.h), on
 // hand-built inference graphs: which convolutions are rewritten (exactly those ATen itself
 // runs through oneDNN, on weights only they read), that the results are ATen's bits, that a
-// changed weight is repacked, and that calls which do not fit run at::convolution.
+// changed weight is repacked, and that calls which do not fit run at::convolution; with
+// ConvChoice::OneDnn / Benchmark (LoadOptions::conv_benchmark) also the others, close to
+// ATen's results.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include "catch_compat.h"
 
+#include "assert_close.h"
 #include "conv_prepack.h"
 #include "libtorch_compat.h"
 #include "op_resolution.h"
@@ -27,7 +30,8 @@ struct Shape {
 /// x: float32[batch, channels, size, size], w: the parameter "conv.weight", b: "conv.bias".
 /// Inputs in order x, w, b; `cacheable`: whether w and b are bound to model weights.
 std::unique_ptr<ExecutionPlan> conv_plan(const Shape& s, bool cacheable = true,
-                                         c10::Device device = c10::kCPU, bool prepack = true) {
+                                         c10::Device device = c10::kCPU, bool prepack = true,
+                                         ConvChoice choice = ConvChoice::Aten) {
   ProgramBuilder pb;
   auto g = pb.graph(GraphRole::Inference);
   const int64_t pad = s.kernel / 2;
@@ -49,6 +53,7 @@ std::unique_ptr<ExecutionPlan> conv_plan(const Shape& s, bool cacheable = true,
   PlanOptions options;
   if (cacheable) options.cacheable_inputs = {false, true, true};
   options.inference_only = prepack;
+  options.conv_choice = choice;
   return ExecutionPlan::build(prog, prog->graphs[0], resolve_operators(*prog), device, options);
 }
 
@@ -159,5 +164,41 @@ TEST_CASE("conv prepack: what is not rewritten", "[plan][conv_prepack]") {
     auto plan = conv_plan(s, true, c10::Device(c10::kMeta));
     for (const Instruction& ins : plan->instructions()) CHECK(ins.native == nullptr);
     for (const Instruction& ins : plan->prologue()) CHECK(ins.native == nullptr);
+  }
+}
+
+TEST_CASE("conv prepack: ConvChoice::OneDnn and Benchmark move ATen's im2col convolutions to oneDNN, close to ATen",
+          "[plan][conv_prepack][conv_benchmark]") {
+  c10::NoGradGuard no_grad;
+  Shape s;
+  s.batch = 1;  // batch 1 on one thread, unstrided: ATen's own choice is im2col + GEMM
+  s.size = 4;
+  struct OneThread {
+    int before = at::get_num_threads();
+    OneThread() { at::set_num_threads(1); }
+    ~OneThread() { at::set_num_threads(before); }
+  } one_thread;
+  REQUIRE_FALSE(aten_picks_onednn_for(s));
+  const Tensors t = make_tensors(s);
+  const at::Tensor want = aten_conv(t, s.kernel);
+
+  auto onednn = conv_plan(s, true, c10::kCPU, true, ConvChoice::OneDnn);
+  CHECK(packed(*onednn));
+  const Closeness close = assert_close(run(*onednn, t), want);
+  CHECK(close.ok);
+  INFO(close.message);
+  CHECK(run(*onednn, t).equal(run(*onednn, t)));  // the packed weight from the cache
+
+  // Benchmark: whichever was faster at plan build; either way close to ATen's result.
+  auto benchmarked = conv_plan(s, true, c10::kCPU, true, ConvChoice::Benchmark);
+  const at::Tensor got = run(*benchmarked, t);
+  CHECK(assert_close(got, want).ok);
+  if (!packed(*benchmarked)) CHECK(got.equal(want));
+
+  SECTION("a plan that may train (no inference_only) ignores the choice") {
+    auto plan = conv_plan(s, true, c10::kCPU, /*prepack=*/false, ConvChoice::OneDnn);
+    CHECK(plan->prologue().empty());
+    REQUIRE(plan->instructions().size() == 1);
+    CHECK(plan->instructions()[0].native == nullptr);
   }
 }

@@ -11,6 +11,7 @@
 #include "assert_close.h"
 #include "fixtures.h"
 #include "model_impl.h"
+#include "pt2rt/errors.h"
 #include "pt2rt/model.h"
 
 using namespace pt2rt;
@@ -170,5 +171,31 @@ TEST_CASE("an inference_only load packs oneDNN convolution weights once: the def
       m->named_parameters()[0].second.mul_(-0.5);  // features.0.weight (conv), in place
     }
     CHECK(packed.forward(x)[0].equal(plain.forward(x)[0]));
+  }
+}
+
+TEST_CASE("LoadOptions::conv_benchmark: each convolution on the faster algorithm, close to the default load; only with inference_only",
+          "[weight_cache][conv_prepack][conv_benchmark]") {
+  use_reference_threads("cnn_bn");
+  Record ref = load_record("cnn_bn_ref.pt");
+  std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  LoadOptions tuned;
+  tuned.conv_benchmark = true;
+  CHECK_THROWS_AS(Model::load(folded_path("cnn_bn"), c10::kCPU, tuned), InputError);
+  tuned.inference_only = true;
+  for (const std::string& path : {archive_path("cnn_bn", "default"), folded_path("cnn_bn")}) {
+    INFO(path);
+    Model fast = Model::load(path, c10::kCPU, tuned);
+    Model plain = Model::load(path);
+    const at::Tensor want = plain.forward(x)[0], got = fast.forward(x)[0];
+    const Closeness close = assert_close(got, want);
+    INFO(close.message);
+    CHECK(close.ok);
+    CHECK(fast.forward(x)[0].equal(got));  // packed weights from the cache
+    for (Model* m : {&fast, &plain}) {
+      c10::NoGradGuard g;
+      m->named_parameters()[0].second.mul_(-0.5);  // features.0.weight (conv), in place
+    }
+    CHECK(assert_close(fast.forward(x)[0], plain.forward(x)[0]).ok);
   }
 }
