@@ -11,10 +11,10 @@
 namespace pt2rt::bench {
 
 Call pt2rt_inference(const std::string& path, const Workload& w, bool inference_only,
-                     bool conv_benchmark) {
+                     bool onednn_benchmark) {
   LoadOptions options;
   options.inference_only = inference_only;
-  options.conv_benchmark = conv_benchmark;
+  options.onednn_benchmark = onednn_benchmark;
   auto model = std::make_shared<Model>(Model::load(path, c10::kCPU, options));
   model->eval();
   return [model, inputs = w.inputs] { model->forward(inputs); };

@@ -5,7 +5,7 @@
 //
 // Model::load of MODEL.pt2, read, memory-mapped (LoadOptions::map_weights), memory-mapped
 // for serving (map_weights + inference_only, "serving" for --profile) and for serving with
-// each convolution timed against oneDNN (+ conv_benchmark, "tuned"), vs
+// each convolution and linear layer timed against oneDNN (+ onednn_benchmark, "tuned"), vs
 // torch::jit::load of MODEL.ts, alone and followed by torch::jit::optimize_for_inference
 // ("ts_opt": the peer of "tuned") (torch.jit.trace + save of the same model: pt2rt_bench's
 // <work-dir>/<model>.pt2 and <model>_eval.ts), interleaved, minimum of N rounds after one
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   serving.map_weights = true;
   serving.inference_only = true;
   tuned = serving;
-  tuned.conv_benchmark = true;
+  tuned.onednn_benchmark = true;
   const std::vector<std::function<void()>> loads = {
       [&] { pt2rt::Model m = pt2rt::Model::load(pt2); },
       [&] { pt2rt::Model m = pt2rt::Model::load(pt2, c10::kCPU, mapped); },
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::vector<double> t = pt2rt::bench::interleaved_min(loads, rounds, 1, clock);
-  std::printf("read %.2f ms  mapped %.2f ms  mapped+inference_only %.2f ms  +conv_benchmark "
+  std::printf("read %.2f ms  mapped %.2f ms  mapped+inference_only %.2f ms  +onednn_benchmark "
               "%.2f ms  ts %.2f ms  ts+optimize_for_inference %.2f ms  read/ts %.2f  mapped/ts "
               "%.2f  mapped+inference_only/ts %.3f  tuned/ts_opt %.2f  (%s, min of %d)\n",
               t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3, t[5] * 1e3,

@@ -8,7 +8,7 @@
 // archives and the TorchScript traces (timing export + save against torch.jit.trace + save),
 // then, interleaved (one call of every contender per round, minimum kept; measure.h):
 //   inference       pt2rt, pt2rt with BatchNorm folded (optimize_inference; loaded
-//                   inference_only, as a deployment; "tuned": also LoadOptions::conv_benchmark),
+//                   inference_only, as a deployment; "tuned": also LoadOptions::onednn_benchmark),
 //                   TorchScript, frozen TorchScript (torch::jit::freeze), TorchScript
 //                   optimized for inference (torch::jit::optimize_for_inference), eager — min
 //                   per call
@@ -275,10 +275,10 @@ void run_model(const std::string& name, Python& py, const Options& o, Results& r
     // The folded archive as a deployment loads it (inference_only), against frozen TorchScript.
     l.add(row, "pt2rt_fold", [&] { return pt2rt_inference(fold, w, /*inference_only=*/true); },
           fold.empty() ? why_missing(info, "pt2_fold") : "");
-    // ... and with each convolution on the faster algorithm, timed at load, against TorchScript's
-    // own inference optimisation (which moves CPU convolutions to oneDNN).
+    // ... and with each convolution and linear layer on the faster kernel, timed at load,
+    // against TorchScript's own inference optimisation (which moves them to oneDNN).
     l.add(row, "pt2rt_tuned",
-          [&] { return pt2rt_inference(fold, w, /*inference_only=*/true, /*conv_benchmark=*/true); },
+          [&] { return pt2rt_inference(fold, w, /*inference_only=*/true, /*onednn_benchmark=*/true); },
           fold.empty() ? why_missing(info, "pt2_fold") : "");
     l.add(row, "ts", [&] { return torchscript_inference(ts_eval, w, TorchScriptPrep::None); },
           ts_eval.empty() ? why_missing(info, "ts_eval") : "");

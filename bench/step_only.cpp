@@ -11,7 +11,7 @@
 // <model>_train.ts, <model>_eval.ts). The inputs are the bundled example of MODEL.pt2
 // (Model::example_inputs), or of --examples-from (pt2rt_bench's _fold archives bundle none);
 // the cross-entropy target is class 0 for every row. Prints the minimum time per call
-// (thread CPU time, 1 intra-op thread). pt2rt_tuned: pt2rt_serve with LoadOptions::conv_benchmark;
+// (thread CPU time, 1 intra-op thread). pt2rt_tuned: pt2rt_serve with LoadOptions::onednn_benchmark;
 // ts_optimized: torch::jit::optimize_for_inference. --ops then runs N more calls counting, per operator
 // name, the calls and their inclusive wall time (RecordFunction callbacks). Not a test.
 // Exit status 2 with one line on stderr for bad options or a failing load.
@@ -125,7 +125,7 @@ static int run(const std::string& pt2, const std::string& ts, const std::string&
       : profile == "pt2rt_infer" ? pt2rt::bench::pt2rt_inference(pt2, w)
       : profile == "pt2rt_serve" ? pt2rt::bench::pt2rt_inference(pt2, w, /*inference_only=*/true)
       : profile == "pt2rt_tuned"
-          ? pt2rt::bench::pt2rt_inference(pt2, w, /*inference_only=*/true, /*conv_benchmark=*/true)
+          ? pt2rt::bench::pt2rt_inference(pt2, w, /*inference_only=*/true, /*onednn_benchmark=*/true)
           : pt2rt::bench::pt2rt_training(pt2, w);
   const std::vector<double> t =
       pt2rt::bench::interleaved_min({step}, rounds, 2, pt2rt::bench::Clock::ThreadCpu);

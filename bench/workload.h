@@ -42,10 +42,11 @@ using Call = std::function<void()>;
 
 /// pt2rt: Model::load(path) in eval mode (with LoadOptions::inference_only: the deployment
 /// load, whose inference plan packs oneDNN convolution weights once: runtime/conv_prepack.h;
-/// with `conv_benchmark` too, LoadOptions::conv_benchmark: each convolution on the faster of
-/// ATen's algorithm and oneDNN, timed at load); a call is Model::forward(inputs).
+/// with `onednn_benchmark` too, LoadOptions::onednn_benchmark: each convolution and linear
+/// layer on the faster of ATen's kernel and oneDNN, timed at load); a call is
+/// Model::forward(inputs).
 Call pt2rt_inference(const std::string& path, const Workload& w, bool inference_only = false,
-                     bool conv_benchmark = false);
+                     bool onednn_benchmark = false);
 /// pt2rt: Model::load(path), train(); a call is one training step (torch::optim::SGD).
 Call pt2rt_training(const std::string& path, const Workload& w);
 /// A call loads `path` with Model::load (LoadOptions::map_weights as given: memory-mapped;

@@ -2,7 +2,7 @@
 //
 //   export-cli run <model.pt2> [--inputs in.pt] [--outputs out.pt] [--device cpu|cuda]
 //                  [--train] [--grad-outputs g.pt] [--grads grads.pt] [--buffers buffers.pt]
-//                  [--inference-only] [--conv-benchmark]
+//                  [--inference-only] [--onednn-benchmark]
 //
 // Inputs come from a torch.save file (tuple or list of tensors) or, without --inputs, the
 // first bundled example. Each output is printed with its index and stored name
@@ -45,9 +45,10 @@ int cmd_run(int argc, char** argv) {
       ("inference-only", "load as a deployment does (LoadOptions::inference_only): only the "
        "inference graph; values computed from weights alone cached, oneDNN convolution "
        "weights packed once")
-      ("conv-benchmark", "implies --inference-only; on CPU, time each convolution at load "
-       "with ATen's algorithm and with oneDNN and run the faster (LoadOptions::conv_benchmark:"
-       " results then differ from eager PyTorch by float rounding)");
+      ("onednn-benchmark", "implies --inference-only; on CPU, time each convolution and linear "
+       "layer at load with ATen's kernel and with oneDNN and run the faster "
+       "(LoadOptions::onednn_benchmark: results then differ from eager PyTorch by float "
+       "rounding)");
   // clang-format on
   add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
@@ -60,10 +61,10 @@ int cmd_run(int argc, char** argv) {
     throw UsageError("--grad-outputs and --grads need --train");
   }
   LoadOptions load = load_options(result);
-  load.conv_benchmark = result.count("conv-benchmark") > 0;
-  load.inference_only = load.conv_benchmark || result.count("inference-only") > 0;
+  load.onednn_benchmark = result.count("onednn-benchmark") > 0;
+  load.inference_only = load.onednn_benchmark || result.count("inference-only") > 0;
   if (train && load.inference_only) {
-    throw UsageError("--train cannot run on an --inference-only / --conv-benchmark load");
+    throw UsageError("--train cannot run on an --inference-only / --onednn-benchmark load");
   }
   std::vector<at::Tensor> inputs, grad_outputs;
   if (result.count("inputs")) {

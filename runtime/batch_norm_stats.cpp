@@ -9,6 +9,8 @@
 #include <string>
 #include <tuple>
 
+#include "plan_rewrite.h"
+
 namespace pt2rt {
 namespace {
 
@@ -88,31 +90,6 @@ void batch_norm_with_stats_kernel(torch::jit::Stack& s) {
 }
 
 // ---- matching ---------------------------------------------------------------------------
-
-bool is_op(const Instruction& ins, const char* name, const char* overload) {
-  if (!ins.op || ins.native) return false;
-  const c10::OperatorName& n = ins.op->operator_name();
-  return n.name == name && n.overload_name == overload;
-}
-
-/// A constant argument's number: a Scalar, or a 0-dim tensor (a wrapped Python number).
-std::optional<double> number(const PlannedArg& a) {
-  if (a.kind != PlannedArg::Kind::Constant) return std::nullopt;
-  const c10::IValue& c = a.constant;
-  if (c.isDouble()) return c.toDouble();
-  if (c.isInt()) return static_cast<double>(c.toInt());
-  if (c.isTensor() && c.toTensor().defined() && c.toTensor().dim() == 0 &&
-      c.toTensor().is_cpu()) {
-    return c.toTensor().item<double>();
-  }
-  return std::nullopt;
-}
-
-bool is_none(const PlannedArg& a) { return a.kind == PlannedArg::Kind::Constant && a.constant.isNone(); }
-
-bool reads_slot(const Instruction& ins, size_t k, ValueId v) {
-  return ins.args.size() > k && ins.args[k].kind == PlannedArg::Kind::Slot && ins.args[k].slot == v;
-}
 
 class Matcher {
  public:
@@ -295,17 +272,6 @@ class Matcher {
       matches = out.value == static_cast<int64_t>(updated);
     }
     return mutations == 1 && matches;
-  }
-  static PlannedArg slot_arg(ValueId v) {
-    PlannedArg a;
-    a.kind = PlannedArg::Kind::Slot;
-    a.slot = v;
-    return a;
-  }
-  static PlannedArg constant_arg(double d) {
-    PlannedArg a;
-    a.constant = d;
-    return a;
   }
 
   /// The declared sizes of a float32/float64 tensor value with only static dims; empty when

@@ -8,8 +8,8 @@
 
 #include <optional>
 
-#include "conv_benchmark.h"
 #include "libtorch_compat.h"
+#include "plan_rewrite.h"
 
 namespace pt2rt {
 namespace {
@@ -54,32 +54,7 @@ void conv2d_prepacked_kernel(torch::jit::Stack& s) {
 }
 
 bool is_conv(const Instruction& ins) {
-  if (!ins.op || ins.native) return false;
-  const c10::OperatorName& n = ins.op->operator_name();
-  return n.name == "aten::convolution" && n.overload_name.empty() && ins.args.size() == 9 &&
-         ins.outputs.size() == 1;
-}
-
-std::optional<std::vector<int64_t>> int_list(const PlannedArg& a, size_t size) {
-  if (a.kind != PlannedArg::Kind::Constant || !a.constant.isIntList()) return std::nullopt;
-  std::vector<int64_t> v = a.constant.toIntVector();
-  if (v.size() != size) return std::nullopt;
-  return v;
-}
-
-/// The declared static sizes of a float32 tensor value of `rank` dims.
-std::optional<std::vector<int64_t>> float_sizes(const Graph& graph, ValueId v, size_t rank) {
-  const Value& value = graph.values[v];
-  if (value.kind != ValueKind::Tensor || !value.meta || value.meta->dtype != at::kFloat ||
-      value.meta->sizes.size() != rank) {
-    return std::nullopt;
-  }
-  std::vector<int64_t> sizes;
-  for (const Dim& d : value.meta->sizes) {
-    if (!d.is_static()) return std::nullopt;
-    sizes.push_back(d.value);
-  }
-  return sizes;
+  return is_op(ins, "aten::convolution", "") && ins.args.size() == 9 && ins.outputs.size() == 1;
 }
 
 /// ATen's own choice at these declared sizes: tensors of those sizes, never filled (only their
@@ -94,12 +69,6 @@ bool aten_picks_onednn_at(const Conv2dCase& c) {
   } catch (const c10::Error&) {
     return false;
   }
-}
-
-PlannedArg constant(c10::IValue v) {
-  PlannedArg a;
-  a.constant = std::move(v);
-  return a;
 }
 
 }  // namespace
@@ -122,21 +91,10 @@ const NativeOp& conv2d_prepacked_op() {
 }
 
 size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph& graph,
-                            const std::vector<bool>& weight_only, ConvChoice choice) {
+                            const std::vector<bool>& weight_only, OneDnnChoice choice,
+                            OneDnnBenchmark& benchmark) {
   if (!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) return 0;
-  const size_t num_values = graph.values.size();
-  std::vector<size_t> readers(num_values, 0);
-  std::vector<bool> is_output(num_values, false);
-  std::vector<ValueId> used;
-  for (const Instruction& ins : instructions) {
-    used.clear();
-    for (const PlannedArg& a : ins.args) collect_slots(a, used);
-    for (ValueId v : used) ++readers[v];
-  }
-  for (const GraphOutput& out : graph.outputs) {
-    if (out.value >= 0) is_output[static_cast<size_t>(out.value)] = true;
-  }
-  ConvBenchmark benchmark;
+  const SlotUse use = slot_use(instructions, graph);
   std::vector<Instruction> rewritten;
   rewritten.reserve(instructions.size());
   size_t count = 0;
@@ -152,19 +110,18 @@ size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph&
                          a[6].kind == PlannedArg::Kind::Constant && a[6].constant.isBool() &&
                          !a[6].constant.toBool() && a[8].kind == PlannedArg::Kind::Constant &&
                          a[8].constant.isInt() &&
-                         (a[2].kind == PlannedArg::Kind::Slot ||
-                          (a[2].kind == PlannedArg::Kind::Constant && a[2].constant.isNone()));
+                         (a[2].kind == PlannedArg::Kind::Slot || is_none(a[2]));
       const ValueId w = a[1].slot;
-      const auto input_sizes = plain ? float_sizes(graph, a[0].slot, 4) : std::nullopt;
-      const auto weight_sizes = plain ? float_sizes(graph, w, 4) : std::nullopt;
-      if (input_sizes && weight_sizes && weight_only[w] && readers[w] == 1 && !is_output[w] &&
-          a[0].slot != w) {
+      const auto input_sizes = plain ? static_sizes(graph, a[0].slot, at::kFloat, 4) : std::nullopt;
+      const auto weight_sizes = plain ? static_sizes(graph, w, at::kFloat, 4) : std::nullopt;
+      if (input_sizes && weight_sizes && weight_only[w] && use.readers[w] == 1 &&
+          !use.is_output[w] && a[0].slot != w) {
         const Conv2dCase conv{*input_sizes, *weight_sizes, *stride, *padding, *dilation,
                               a[8].constant.toInt(), a[2].kind == PlannedArg::Kind::Slot};
-        if (choice == ConvChoice::OneDnn ? ConvBenchmark::macs(conv) >= 0
-                                         : aten_picks_onednn_at(conv) ||
-                                               (choice == ConvChoice::Benchmark &&
-                                                benchmark.onednn_faster(conv))) {
+        if (choice == OneDnnChoice::OneDnn ? OneDnnBenchmark::conv_macs(conv) >= 0
+                                           : aten_picks_onednn_at(conv) ||
+                                                 (choice == OneDnnChoice::Benchmark &&
+                                                  benchmark.conv_faster(conv))) {
           Instruction p;
           p.native = &prepack_conv2d_weight_op();
           p.args = {a[1], a[3], a[4], a[5], a[8]};
@@ -174,7 +131,7 @@ size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph&
           Instruction c;
           c.native = &conv2d_prepacked_op();
           c.args = {a[0], a[1], a[2], a[3], a[4], a[5], a[8],
-                    constant(static_cast<int64_t>(at::get_num_threads()))};
+                    constant_arg(static_cast<int64_t>(at::get_num_threads()))};
           c.outputs = ins.outputs;
           c.node = ins.node;
           c.checks = ins.checks;

@@ -22,9 +22,9 @@
 //   - and for which ATen itself picks oneDNN at the declared sizes and the current intra-op
 //     thread count (`select_conv_backend`; batch-1 convolutions on small images mostly go to
 //     ATen's im2col + GEMM path instead, and stay there: another algorithm rounds differently)
-//     — or, with PlanOptions::conv_choice Benchmark (LoadOptions::conv_benchmark), for which
+//     — or, with PlanOptions::onednn_choice Benchmark (LoadOptions::onednn_benchmark), for which
 //     oneDNN on the packed weight times faster than ATen's algorithm at plan build
-//     (conv_benchmark.h; results then differ from ATen's by float rounding, as with
+//     (onednn_benchmark.h; results then differ from ATen's by float rounding, as with
 //     `torch.backends.cudnn.benchmark`), or with OneDnn every one
 // becomes two instructions: `pt2rt::prepack_conv2d_weight` (hoisted into the cached prologue;
 // its result replaces the dense weight in the weight's slot, which only this convolution
@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "native_ops.h"
+#include "onednn_benchmark.h"
 #include "plan.h"
 
 namespace pt2rt {
@@ -65,12 +66,12 @@ const NativeOp& conv2d_prepacked_op();
 /// before finalize) as described in the file comment. `graph` is the plan's graph;
 /// `weight_only[v]` (one flag per graph value) says whether value v is computed from model
 /// weights alone, so that the plan's cached prologue computes it. Does nothing when oneDNN is
-/// unavailable or disabled. `choice`: ConvChoice::Aten rewrites those ATen itself runs through
-/// oneDNN; Benchmark also those oneDNN runs faster at plan build (conv_benchmark.h: timed at
-/// the declared sizes, bounded); OneDnn every eligible one with consistent sizes.
+/// unavailable or disabled. `choice`: OneDnnChoice::Aten rewrites those ATen itself runs
+/// through oneDNN; Benchmark also those `benchmark` times faster on oneDNN (onednn_benchmark.h:
+/// at the declared sizes, bounded); OneDnn every eligible one with consistent sizes.
 /// @returns the number of convolutions rewritten.
 size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph& graph,
-                            const std::vector<bool>& weight_only,
-                            ConvChoice choice = ConvChoice::Aten);
+                            const std::vector<bool>& weight_only, OneDnnChoice choice,
+                            OneDnnBenchmark& benchmark);
 
 }  // namespace pt2rt

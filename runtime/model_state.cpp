@@ -37,17 +37,17 @@ void check_weights(const Program& program, const std::vector<at::Tensor>& weight
 /// `cache_weight_work`: hoist what reads only weights out of the per-call path (the
 /// inference graph: PlanOptions::cacheable_inputs); `inference_only`: a load that never
 /// trains (PlanOptions::inference_only: computed values cached too, oneDNN weights packed);
-/// `conv_benchmark`: LoadOptions::conv_benchmark (PlanOptions::conv_choice Benchmark).
+/// `onednn_benchmark`: LoadOptions::onednn_benchmark (PlanOptions::onednn_choice Benchmark).
 CompiledGraph compile_graph(const std::shared_ptr<const Program>& program, const Graph& graph,
                             const std::vector<ResolvedOp>& ops, const WeightIndex& weights,
                             c10::Device device, ResolutionReport& report,
                             bool cache_weight_work = false, bool inference_only = false,
-                            bool conv_benchmark = false) {
+                            bool onednn_benchmark = false) {
   CompiledGraph g;
   g.bindings = bind_graph(*program, graph, weights);
   PlanOptions options;
   options.inference_only = inference_only;
-  options.conv_choice = conv_benchmark ? ConvChoice::Benchmark : ConvChoice::Aten;
+  options.onednn_choice = onednn_benchmark ? OneDnnChoice::Benchmark : OneDnnChoice::Aten;
   if (cache_weight_work) {
     for (const InputBinding& b : g.bindings.inputs) {
       options.cacheable_inputs.push_back(b.source == InputSource::Weight);
@@ -121,8 +121,8 @@ void check_tangents(const CompiledGraph& bw) {
 std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program,
                                           std::vector<at::Tensor> weights, c10::Device device,
                                           const LoadOptions& options, uint64_t archive_bytes) {
-  if (options.conv_benchmark && !options.inference_only) {
-    throw InputError("LoadOptions::conv_benchmark needs LoadOptions::inference_only (only a load "
+  if (options.onednn_benchmark && !options.inference_only) {
+    throw InputError("LoadOptions::onednn_benchmark needs LoadOptions::inference_only (only a load "
                      "that never trains runs convolutions on packed oneDNN weights)");
   }
   check_weights(*program, weights, device);
@@ -164,7 +164,7 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
     state->inference = compile_graph(program, *g, ops, index, device, report,
                                      /*cache_weight_work=*/true,
                                      /*inference_only=*/options.inference_only,
-                                     /*conv_benchmark=*/options.conv_benchmark);
+                                     /*onednn_benchmark=*/options.onednn_benchmark);
   }
   if (options.inference_only && !program->graph(GraphRole::Inference)) {
     throw InputError("LoadOptions::inference_only, but the archive has no inference "

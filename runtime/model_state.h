@@ -74,7 +74,7 @@ struct ModelState {
 /// `options.inference_only` only the inference graph is compiled and checked.
 /// @param weights  Program::weights order, already on `device`.
 /// @throws FormatError, OpResolutionError; InputError (inference_only without an inference
-///   graph, conv_benchmark without inference_only).
+///   graph, onednn_benchmark without inference_only).
 std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program,
                                           std::vector<at::Tensor> weights, c10::Device device,
                                           const LoadOptions& options = {},

@@ -7,6 +7,7 @@
 
 #include "batch_norm_stats.h"
 #include "conv_prepack.h"
+#include "linear_prepack.h"
 #include "pt2rt/errors.h"
 
 namespace pt2rt {
@@ -133,15 +134,19 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
   if (device.type() != c10::DeviceType::Meta && fuse_batch_norm_stats(plan->instructions_, graph) > 0) {
     plan->max_stack_ = std::max<size_t>(plan->max_stack_, 9);
   }
-  // An inference plan's oneDNN convolutions on weights packed once (conv_prepack.h).
+  // An inference plan's oneDNN convolutions and linear layers on weights packed once
+  // (conv_prepack.h, linear_prepack.h), timed against ATen's kernels when asked
+  // (onednn_benchmark.h: one budget for the plan).
   if (device.is_cpu() && options.inference_only && !options.cacheable_inputs.empty() &&
       options.cacheable_inputs.size() == graph.inputs.size()) {
-    prepack_convolutions(plan->instructions_, graph,
-                         weight_only_work(plan->instructions_, plan->input_slots_,
-                                          options.cacheable_inputs, num_values,
-                                          /*computed=*/true)
-                             .values,
-                         options.conv_choice);
+    const std::vector<bool> weight_only =
+        weight_only_work(plan->instructions_, plan->input_slots_, options.cacheable_inputs,
+                         num_values, /*computed=*/true)
+            .values;
+    OneDnnBenchmark benchmark;
+    prepack_convolutions(plan->instructions_, graph, weight_only, options.onednn_choice,
+                         benchmark);
+    prepack_linears(plan->instructions_, graph, weight_only, options.onednn_choice, benchmark);
   }
   plan->program_ = std::move(program);
   plan->finalize(options);
@@ -337,10 +342,10 @@ const std::set<std::string>& view_ops() {
   return ops;
 }
 
-/// An op of view_ops(), or with `computed` of hoistable_ops() or the weight packing of
-/// conv_prepack.h.
+/// An op of view_ops(), or with `computed` of hoistable_ops() or a weight packing
+/// (Instruction::packs: conv_prepack.h, linear_prepack.h).
 bool hoistable(const Instruction& ins, bool computed) {
-  if (ins.native) return computed && ins.native == &prepack_conv2d_weight_op();
+  if (ins.native) return computed && ins.packs;
   if (!ins.op || ins.mutates) return false;
   const std::string& name = ins.op->schema().name();
   return computed ? hoistable_ops().count(name) > 0 : view_ops().count(name) > 0;

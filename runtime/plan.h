@@ -69,8 +69,9 @@ struct Instruction {
   /// With kCheckDeclared: the CPU bytes the call may allocate (allocation_cap.h).
   uint64_t alloc_cap = 0;
   bool mutates = false;                   ///< the schema writes an argument (never removed)
-  /// Puts a packed form of a value into that value's slot (conv_prepack.h): its result is not
-  /// the declared tensor, so check_results_of() never marks it.
+  /// Puts a packed form of a value into that value's slot (conv_prepack.h, linear_prepack.h):
+  /// its result is not the declared tensor, so check_results_of() never marks it; hoisted
+  /// into the cached prologue like the weight-only work it reads.
   bool packs = false;
   /// Set by finalize() when the op has an in-place twin and its `self` slot (argument 0)
   /// dies here: the twin runs when can_run_in_place() holds for the call (reinplace.h).
@@ -84,14 +85,15 @@ struct Frame {
   size_t next_segment = 0;
 };
 
-/// How a plan is specialised (see the file comment).
-/// How an inference_only CPU plan runs its eligible float32 2-D convolutions (conv_prepack.h).
-enum class ConvChoice : uint8_t {
-  Aten,       ///< ATen's own algorithm; oneDNN ones on a packed weight (ATen's bits)
-  Benchmark,  ///< also oneDNN where it times faster at plan build (conv_benchmark.h)
-  OneDnn,     ///< oneDNN on a packed weight for every eligible convolution
+/// Which kernels an inference_only CPU plan runs its eligible float32 2-D convolutions
+/// (conv_prepack.h) and linear layers (`addmm` / `mm` on a weight: linear_prepack.h) with.
+enum class OneDnnChoice : uint8_t {
+  Aten,       ///< ATen's own: convolutions ATen runs on oneDNN get a packed weight (its bits)
+  Benchmark,  ///< also oneDNN where it times faster at plan build (onednn_benchmark.h)
+  OneDnn,     ///< oneDNN on a packed weight for every eligible convolution and linear layer
 };
 
+/// How a plan is specialised (see the file comment).
 struct PlanOptions {
   /// One flag per Graph::outputs entry; empty means every output is needed.
   std::vector<bool> needed_outputs;
@@ -106,10 +108,10 @@ struct PlanOptions {
   /// (weight_cache.h); (2) on CPU, 2-D convolutions ATen runs through oneDNN get their weights
   /// packed once in the cached prologue (conv_prepack.h).
   bool inference_only = false;
-  /// With inference_only on CPU: which eligible convolutions go to oneDNN (LoadOptions::
-  /// conv_benchmark sets Benchmark). Other than Aten, results differ from ATen's own
-  /// algorithm's by float rounding where oneDNN replaces it.
-  ConvChoice conv_choice = ConvChoice::Aten;
+  /// With inference_only on CPU: which eligible convolutions and linear layers go to oneDNN
+  /// (LoadOptions::onednn_benchmark sets Benchmark). Other than Aten, results differ from
+  /// ATen's own kernels' by float rounding where oneDNN replaces them.
+  OneDnnChoice onednn_choice = OneDnnChoice::Aten;
 };
 
 /// A graph output handed out at the end of a segment.

@@ -103,18 +103,18 @@ struct LoadOptions {
   /// that may train caches only views of weights, because torch::optim writes that way.
   /// @throws pt2rt::InputError at load when the archive has no inference graph.
   bool inference_only = false;
-  /// With inference_only, on CPU: time each eligible float32 2-D convolution at load, at its
-  /// declared sizes and the current intra-op thread count, both with ATen's own algorithm and
-  /// with oneDNN on a packed weight, and run the faster (runtime/conv_benchmark.h), as
-  /// `torch.backends.cudnn.benchmark` picks cuDNN algorithms. ATen's CPU rule sends small-batch
-  /// convolutions to im2col + GEMM, whose speed is the BLAS's: with Debian's default reference
-  /// BLAS, oneDNN is ~12x faster on resnet18 at batch 1 (README "Performance"). Results then
-  /// differ from eager PyTorch by float rounding where oneDNN replaces ATen's algorithm, and
-  /// the choice may differ between loads. Load takes longer: each distinct convolution runs
-  /// 8 times (bounded: runtime/conv_benchmark.h). Ignored for other devices (for CUDA, set
-  /// `at::globalContext().setBenchmarkCuDNN(true)`).
-  /// @throws pt2rt::InputError at load when set without inference_only.
-  bool conv_benchmark = false;
+  /// With inference_only, on CPU: time each eligible float32 2-D convolution and linear layer
+  /// (`addmm` / `mm` on a weight) at load, at its declared sizes and the current intra-op
+  /// thread count, both with ATen's own kernel and with oneDNN on a packed weight, and run the
+  /// faster (runtime/onednn_benchmark.h, conv_prepack.h, linear_prepack.h), as
+  /// `torch.backends.cudnn.benchmark` picks cuDNN algorithms. ATen sends small-batch
+  /// convolutions to im2col + GEMM and linear layers to the BLAS: with Debian's default
+  /// reference BLAS, oneDNN is ~12x faster on resnet18 at batch 1 and ~10x on a batch-32 MLP
+  /// (README "Performance"). Results then differ from eager PyTorch by float rounding where
+  /// oneDNN replaces ATen's kernel, and the choice may differ between loads. Load takes longer:
+  /// each distinct layer runs 8 times (bounded: runtime/onednn_benchmark.h). Ignored for other
+  /// devices (for CUDA, set `at::globalContext().setBenchmarkCuDNN(true)`).
+  bool onednn_benchmark = false;
 };
 
 }  // namespace pt2rt

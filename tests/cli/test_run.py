@@ -26,11 +26,11 @@ def test_bundled_example_inference(cli, archives, tmp_path):
 
 
 def test_deployment_loads_match_eager(cli, archives, tmp_path):
-    """--inference-only and --conv-benchmark (each convolution on the faster of ATen's
+    """--inference-only and --onednn-benchmark (each convolution on the faster of ATen's
     algorithm and oneDNN, timed at load): eager's eval outputs up to float rounding."""
     a = archives.get("cnn_bn")
     want = eval_outputs(a.model, a.args)[0]
-    for flag in ("--inference-only", "--conv-benchmark"):
+    for flag in ("--inference-only", "--onednn-benchmark"):
         out_file = tmp_path / f"out{flag}.pt"
         cli.ok("run", a.path, flag, "--outputs", out_file)
         assert_close(torch.load(str(out_file))[0], want)

@@ -2,7 +2,7 @@
 // hand-built inference graphs: which convolutions are rewritten (exactly those ATen itself
 // runs through oneDNN, on weights only they read), that the results are ATen's bits, that a
 // changed weight is repacked, and that calls which do not fit run at::convolution; with
-// ConvChoice::OneDnn / Benchmark (LoadOptions::conv_benchmark) also the others, close to
+// OneDnnChoice::OneDnn / Benchmark (LoadOptions::onednn_benchmark) also the others, close to
 // ATen's results.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -31,7 +31,7 @@ struct Shape {
 /// Inputs in order x, w, b; `cacheable`: whether w and b are bound to model weights.
 std::unique_ptr<ExecutionPlan> conv_plan(const Shape& s, bool cacheable = true,
                                          c10::Device device = c10::kCPU, bool prepack = true,
-                                         ConvChoice choice = ConvChoice::Aten) {
+                                         OneDnnChoice choice = OneDnnChoice::Aten) {
   ProgramBuilder pb;
   auto g = pb.graph(GraphRole::Inference);
   const int64_t pad = s.kernel / 2;
@@ -53,7 +53,7 @@ std::unique_ptr<ExecutionPlan> conv_plan(const Shape& s, bool cacheable = true,
   PlanOptions options;
   if (cacheable) options.cacheable_inputs = {false, true, true};
   options.inference_only = prepack;
-  options.conv_choice = choice;
+  options.onednn_choice = choice;
   return ExecutionPlan::build(prog, prog->graphs[0], resolve_operators(*prog), device, options);
 }
 
@@ -167,8 +167,8 @@ TEST_CASE("conv prepack: what is not rewritten", "[plan][conv_prepack]") {
   }
 }
 
-TEST_CASE("conv prepack: ConvChoice::OneDnn and Benchmark move ATen's im2col convolutions to oneDNN, close to ATen",
-          "[plan][conv_prepack][conv_benchmark]") {
+TEST_CASE("conv prepack: OneDnnChoice::OneDnn and Benchmark move ATen's im2col convolutions to oneDNN, close to ATen",
+          "[plan][conv_prepack][onednn_benchmark]") {
   c10::NoGradGuard no_grad;
   Shape s;
   s.batch = 1;  // batch 1 on one thread, unstrided: ATen's own choice is im2col + GEMM
@@ -182,7 +182,7 @@ TEST_CASE("conv prepack: ConvChoice::OneDnn and Benchmark move ATen's im2col con
   const Tensors t = make_tensors(s);
   const at::Tensor want = aten_conv(t, s.kernel);
 
-  auto onednn = conv_plan(s, true, c10::kCPU, true, ConvChoice::OneDnn);
+  auto onednn = conv_plan(s, true, c10::kCPU, true, OneDnnChoice::OneDnn);
   CHECK(packed(*onednn));
   const Closeness close = assert_close(run(*onednn, t), want);
   CHECK(close.ok);
@@ -190,13 +190,13 @@ TEST_CASE("conv prepack: ConvChoice::OneDnn and Benchmark move ATen's im2col con
   CHECK(run(*onednn, t).equal(run(*onednn, t)));  // the packed weight from the cache
 
   // Benchmark: whichever was faster at plan build; either way close to ATen's result.
-  auto benchmarked = conv_plan(s, true, c10::kCPU, true, ConvChoice::Benchmark);
+  auto benchmarked = conv_plan(s, true, c10::kCPU, true, OneDnnChoice::Benchmark);
   const at::Tensor got = run(*benchmarked, t);
   CHECK(assert_close(got, want).ok);
   if (!packed(*benchmarked)) CHECK(got.equal(want));
 
   SECTION("a plan that may train (no inference_only) ignores the choice") {
-    auto plan = conv_plan(s, true, c10::kCPU, /*prepack=*/false, ConvChoice::OneDnn);
+    auto plan = conv_plan(s, true, c10::kCPU, /*prepack=*/false, OneDnnChoice::OneDnn);
     CHECK(plan->prologue().empty());
     REQUIRE(plan->instructions().size() == 1);
     CHECK(plan->instructions()[0].native == nullptr);

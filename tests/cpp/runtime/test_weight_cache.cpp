@@ -21,6 +21,12 @@ namespace {
 
 std::string folded_path(const std::string& model) { return fixtures_dir() + "/" + model + "_fold.pt2"; }
 
+/// The cnn_bn fixture's example inputs, with the intra-op threads its references used.
+std::vector<at::Tensor> cnn_bn_inputs() {
+  use_reference_threads("cnn_bn");
+  return to_tensors(load_record("cnn_bn_ref.pt").at("inputs"));
+}
+
 size_t count_ops(const std::vector<Instruction>& ins, const std::string& name) {
   return std::count_if(ins.begin(), ins.end(), [&](const Instruction& i) {
     return i.op && i.op->schema().name() == name;
@@ -101,9 +107,7 @@ TEST_CASE("folded BatchNorm: weight-only work is hoisted and follows weight chan
 
 TEST_CASE("a folded model that trains (default load): values computed from weights are not cached, torch::optim steps are seen",
           "[weight_cache]") {
-  use_reference_threads("cnn_bn");
-  Record ref = load_record("cnn_bn_ref.pt");
-  std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  std::vector<at::Tensor> x = cnn_bn_inputs();
   Model folded = Model::load(folded_path("cnn_bn"));
   Model plain = Model::load(archive_path("cnn_bn", "default"));
   const ExecutionPlan& plan = *model_state(folded).inference->plan;
@@ -146,9 +150,7 @@ TEST_CASE("weights that are inference tensors are never cached, results stay rig
 
 TEST_CASE("an inference_only load packs oneDNN convolution weights once: the default load's bits, weight changes followed",
           "[weight_cache][conv_prepack]") {
-  use_reference_threads("cnn_bn");
-  Record ref = load_record("cnn_bn_ref.pt");
-  std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+  std::vector<at::Tensor> x = cnn_bn_inputs();
   LoadOptions serve;
   serve.inference_only = true;
   for (const std::string& path : {archive_path("cnn_bn", "default"), folded_path("cnn_bn")}) {
@@ -174,13 +176,11 @@ TEST_CASE("an inference_only load packs oneDNN convolution weights once: the def
   }
 }
 
-TEST_CASE("LoadOptions::conv_benchmark: each convolution on the faster algorithm, close to the default load; only with inference_only",
-          "[weight_cache][conv_prepack][conv_benchmark]") {
-  use_reference_threads("cnn_bn");
-  Record ref = load_record("cnn_bn_ref.pt");
-  std::vector<at::Tensor> x = to_tensors(ref.at("inputs"));
+TEST_CASE("LoadOptions::onednn_benchmark: each convolution and linear layer on the faster kernel, close to the default load; only with inference_only",
+          "[weight_cache][conv_prepack][linear_prepack][onednn_benchmark]") {
+  std::vector<at::Tensor> x = cnn_bn_inputs();
   LoadOptions tuned;
-  tuned.conv_benchmark = true;
+  tuned.onednn_benchmark = true;
   CHECK_THROWS_AS(Model::load(folded_path("cnn_bn"), c10::kCPU, tuned), InputError);
   tuned.inference_only = true;
   for (const std::string& path : {archive_path("cnn_bn", "default"), folded_path("cnn_bn")}) {
