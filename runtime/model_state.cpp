@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+
 #include "meta_check.h"
 #include "op_resolution.h"
 #include "pt2rt/errors.h"
@@ -34,20 +36,15 @@ void check_weights(const Program& program, const std::vector<at::Tensor>& weight
   }
 }
 
-/// `cache_weight_work`: hoist what reads only weights out of the per-call path (the
-/// inference graph: PlanOptions::cacheable_inputs); `inference_only`: a load that never
-/// trains (PlanOptions::inference_only: computed values cached too, oneDNN weights packed);
-/// `onednn_benchmark`: LoadOptions::onednn_benchmark (PlanOptions::onednn_choice Benchmark).
+/// `options`: the plan's (PlanOptions); with `cache_weight_work` its cacheable_inputs are set
+/// from the bindings: what reads only weights is hoisted out of the per-call path (the
+/// inference graph).
 CompiledGraph compile_graph(const std::shared_ptr<const Program>& program, const Graph& graph,
                             const std::vector<ResolvedOp>& ops, const WeightIndex& weights,
                             c10::Device device, ResolutionReport& report,
-                            bool cache_weight_work = false, bool inference_only = false,
-                            bool onednn_benchmark = false) {
+                            PlanOptions options = {}, bool cache_weight_work = false) {
   CompiledGraph g;
   g.bindings = bind_graph(*program, graph, weights);
-  PlanOptions options;
-  options.inference_only = inference_only;
-  options.onednn_choice = onednn_benchmark ? OneDnnChoice::Benchmark : OneDnnChoice::Aten;
   if (cache_weight_work) {
     for (const InputBinding& b : g.bindings.inputs) {
       options.cacheable_inputs.push_back(b.source == InputSource::Weight);
@@ -161,10 +158,21 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   const std::vector<ResolvedOp> ops = resolve_operators(*program, options.allow_operators, &report);
   const WeightIndex index = index_weights(*program);
   if (const Graph* g = program->graph(GraphRole::Inference)) {
-    state->inference = compile_graph(program, *g, ops, index, device, report,
-                                     /*cache_weight_work=*/true,
-                                     /*inference_only=*/options.inference_only,
-                                     /*onednn_benchmark=*/options.onednn_benchmark);
+    // A load that never trains caches computed weight-only values and packs oneDNN weights;
+    // with onednn_benchmark it times ATen against oneDNN within the archive's run bounds: at
+    // most twice the work and the peak bytes a run of it may take (onednn_benchmark.h).
+    PlanOptions plan;
+    plan.inference_only = options.inference_only;
+    if (options.onednn_benchmark) {
+      const RunLimits bounds = options.run.resolved(archive_bytes);
+      plan.onednn_choice = OneDnnChoice::Benchmark;
+      const uint64_t macs = bounds.max_work > UINT64_MAX / 2 ? UINT64_MAX : 2 * bounds.max_work;
+      plan.onednn_budget.macs = static_cast<int64_t>(
+          std::min<uint64_t>(macs, static_cast<uint64_t>(plan.onednn_budget.macs)));
+      plan.onednn_budget.case_bytes = std::min(bounds.max_bytes, plan.onednn_budget.case_bytes);
+    }
+    state->inference = compile_graph(program, *g, ops, index, device, report, plan,
+                                     /*cache_weight_work=*/true);
   }
   if (options.inference_only && !program->graph(GraphRole::Inference)) {
     throw InputError("LoadOptions::inference_only, but the archive has no inference "

@@ -36,19 +36,19 @@ int64_t elements(const std::vector<int64_t>& sizes) {
   return n;
 }
 
-}  // namespace
-
-int64_t OneDnnBenchmark::conv_macs(const Conv2dCase& c) {
+/// The output's element count of a consistent Conv2dCase, or -1 (see conv_macs).
+int64_t conv_output_elements(const Conv2dCase& c) {
   if (c.input.size() != 4 || c.weight.size() != 4 || c.stride.size() != 2 ||
       c.padding.size() != 2 || c.dilation.size() != 2 || elements(c.input) < 0 ||
-      elements(c.weight) < 0 || c.groups < 1 || c.groups > kMaxElements ||
+      elements(c.weight) < 0 || c.groups < 1 || c.groups > OneDnnBenchmark::kMaxElements ||
       c.weight[0] % c.groups != 0 || c.weight[1] * c.groups != c.input[1]) {
     return -1;  // every size is now <= kMaxElements (2^24): the products below fit int64
   }
   std::vector<int64_t> output{c.input[0], c.weight[0], 0, 0};
   for (size_t d = 0; d < 2; ++d) {
     if (c.stride[d] < 1 || c.dilation[d] < 1 || c.padding[d] < 0 ||
-        c.padding[d] > kMaxElements || c.dilation[d] > kMaxElements) {
+        c.padding[d] > OneDnnBenchmark::kMaxElements ||
+        c.dilation[d] > OneDnnBenchmark::kMaxElements) {
       return -1;
     }
     const int64_t span = c.dilation[d] * (c.weight[2 + d] - 1) + 1;
@@ -56,9 +56,14 @@ int64_t OneDnnBenchmark::conv_macs(const Conv2dCase& c) {
     if (room < 0) return -1;
     output[2 + d] = room / c.stride[d] + 1;
   }
-  const int64_t out = elements(output);
-  if (out < 0) return -1;
-  return out * (c.weight[1] * c.weight[2] * c.weight[3]);  // both factors <= 2^24
+  return elements(output);
+}
+
+}  // namespace
+
+int64_t OneDnnBenchmark::conv_macs(const Conv2dCase& c) {
+  const int64_t out = conv_output_elements(c);
+  return out < 0 ? -1 : out * (c.weight[1] * c.weight[2] * c.weight[3]);  // both <= 2^24
 }
 
 int64_t OneDnnBenchmark::linear_macs(const LinearCase& c) {
@@ -72,20 +77,23 @@ int64_t OneDnnBenchmark::linear_macs(const LinearCase& c) {
   return (c.rows * c.in) * c.out;  // both factors <= 2^24
 }
 
-bool OneDnnBenchmark::afford(int64_t macs) {
+bool OneDnnBenchmark::afford(int64_t macs, int64_t bytes) {
   const int64_t cost = macs * 2 * (kRepeats + 1);  // macs <= kMaxMacs: no overflow
-  if (macs < 1 || macs > kMaxMacs || cost > macs_left_) return false;
+  if (macs < 1 || macs > kMaxMacs || cost > macs_left_ || bytes < 0 ||
+      static_cast<uint64_t>(bytes) > case_bytes_) {
+    return false;
+  }
   macs_left_ -= cost;
   return true;
 }
 
 template <typename Case, typename Race>
 bool OneDnnBenchmark::decide(std::map<Case, bool>& decided, const Case& c, int64_t macs,
-                             Race&& race) {
+                             int64_t bytes, Race&& race) {
   const auto known = decided.find(c);
   if (known != decided.end()) return known->second;
   bool faster = false;
-  if (afford(macs)) {
+  if (afford(macs, bytes)) {
     try {
       c10::NoGradGuard no_grad;
       const auto [aten, onednn] = race();
@@ -99,7 +107,11 @@ bool OneDnnBenchmark::decide(std::map<Case, bool>& decided, const Case& c, int64
 }
 
 bool OneDnnBenchmark::conv_faster(const Conv2dCase& c) {
-  return decide(convs_, c, conv_macs(c), [&] {
+  // float32 input, output, bias, weight and its packed copy (each <= 2^24 elements)
+  const int64_t out = conv_output_elements(c);
+  const int64_t bytes =
+      out < 0 ? -1 : 4 * (elements(c.input) + 2 * elements(c.weight) + out + c.weight[0]);
+  return decide(convs_, c, conv_macs(c), bytes, [&] {
     const at::Tensor x = at::full(c.input, 0.5f), w = at::full(c.weight, 0.25f);
     const c10::optional<at::Tensor> b =
         c.bias ? c10::optional<at::Tensor>(at::full({c.weight[0]}, 0.125f)) : c10::nullopt;
@@ -117,7 +129,11 @@ bool OneDnnBenchmark::conv_faster(const Conv2dCase& c) {
 }
 
 bool OneDnnBenchmark::linear_faster(const LinearCase& c) {
-  return decide(linears_, c, linear_macs(c), [&] {
+  // float32 input, output (and their oneDNN copies), weight and its packed copy, bias
+  const int64_t m = linear_macs(c);
+  const int64_t bytes =
+      m < 0 ? -1 : 4 * (2 * c.rows * c.in + 2 * c.rows * c.out + 2 * c.out * c.in + c.out);
+  return decide(linears_, c, m, bytes, [&] {
     const at::Tensor x = at::full({c.rows, c.in}, 0.5f), w = at::full({c.out, c.in}, 0.25f);
     const at::Tensor b = at::full({c.out}, 0.125f), wt = w.t(), packed = w.to_mkldnn();
     const c10::optional<at::Tensor> bias = c.bias ? c10::optional<at::Tensor>(b) : c10::nullopt;

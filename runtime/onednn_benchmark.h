@@ -16,9 +16,12 @@
 // one the plan would make, conversions of the input and output included.
 //
 // Bounded, since the sizes come from an archive: a case with a tensor above kMaxElements
-// elements or a call above kMaxMacs multiply-adds is not timed (ATen's kernel stays), a
-// benchmark times at most its MAC budget in all (one per plan build), and equal cases (same
-// sizes and parameters) are timed once.
+// elements, a call above kMaxMacs multiply-adds or tensors above the budget's bytes is not
+// timed (ATen's kernel stays), a benchmark times at most its budget's multiply-adds in all
+// (one benchmark per plan build), and equal cases (same sizes and parameters) are timed once.
+// Model::load sets the budget from the archive's run bounds (pt2rt/load_options.h RunLimits:
+// at most twice max_work multiply-adds, tensors of at most max_bytes per case), so timing a
+// small archive costs no more than running it a few times could.
 #pragma once
 
 #include <cstdint>
@@ -52,16 +55,22 @@ struct LinearCase {
   }
 };
 
+/// What one OneDnnBenchmark may spend.
+struct OneDnnBudget {
+  int64_t macs = int64_t{1} << 33;          ///< multiply-adds timed in all (both kernels)
+  uint64_t case_bytes = uint64_t{1} << 28;  ///< bytes of the tensors made for one case
+};
+
 /// Decides per case whether oneDNN on a packed weight beats ATen's kernel at the current
 /// intra-op thread count. Not thread-safe; one per plan build.
 class OneDnnBenchmark {
  public:
   static constexpr int64_t kMaxElements = int64_t{1} << 24;  ///< per tensor (64 MiB float32)
   static constexpr int64_t kMaxMacs = int64_t{1} << 28;      ///< per call
-  static constexpr int64_t kDefaultBudget = int64_t{1} << 33;  ///< MACs timed in all
   static constexpr int kRepeats = 3;  ///< timed calls per kernel, after one warm-up call
 
-  explicit OneDnnBenchmark(int64_t mac_budget = kDefaultBudget) : macs_left_(mac_budget) {}
+  explicit OneDnnBenchmark(OneDnnBudget budget = {})
+      : macs_left_(budget.macs), case_bytes_(budget.case_bytes) {}
 
   /// True when oneDNN (`at::mkldnn_convolution` on a weight packed by
   /// `at::mkldnn_reorder_conv2d_weight`) took under 95 % of `at::convolution`'s time. False
@@ -78,17 +87,19 @@ class OneDnnBenchmark {
   static int64_t linear_macs(const LinearCase& c);
 
  private:
-  /// Takes the cost of timing a case of `macs` from the budget; false (nothing taken) when
-  /// the case is not to be timed.
-  bool afford(int64_t macs);
+  /// Takes the cost of timing a case of `macs` multiply-adds on tensors of `bytes` from the
+  /// budget; false (nothing taken) when the case is not to be timed.
+  bool afford(int64_t macs, int64_t bytes);
   /// The memoised answer for `c`, else `race()` (seconds of ATen's and of oneDNN's call)
-  /// when the budget affords `macs`, under NoGradGuard; a c10::Error answers false.
+  /// when the budget affords `macs` on `bytes`, under NoGradGuard; a c10::Error answers false.
   template <typename Case, typename Race>
-  bool decide(std::map<Case, bool>& decided, const Case& c, int64_t macs, Race&& race);
+  bool decide(std::map<Case, bool>& decided, const Case& c, int64_t macs, int64_t bytes,
+              Race&& race);
 
   std::map<Conv2dCase, bool> convs_;
   std::map<LinearCase, bool> linears_;
   int64_t macs_left_;
+  uint64_t case_bytes_;
 };
 
 }  // namespace pt2rt

@@ -143,7 +143,7 @@ std::unique_ptr<ExecutionPlan> ExecutionPlan::build(std::shared_ptr<const Progra
         weight_only_work(plan->instructions_, plan->input_slots_, options.cacheable_inputs,
                          num_values, /*computed=*/true)
             .values;
-    OneDnnBenchmark benchmark;
+    OneDnnBenchmark benchmark(options.onednn_budget);
     prepack_convolutions(plan->instructions_, graph, weight_only, options.onednn_choice,
                          benchmark);
     prepack_linears(plan->instructions_, graph, weight_only, options.onednn_choice, benchmark);

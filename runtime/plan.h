@@ -45,6 +45,7 @@
 
 #include "argument_conversion.h"
 #include "native_ops.h"
+#include "onednn_benchmark.h"
 #include "op_resolution.h"
 #include "pt2rt/program.h"
 #include "reinplace.h"
@@ -112,6 +113,9 @@ struct PlanOptions {
   /// (LoadOptions::onednn_benchmark sets Benchmark). Other than Aten, results differ from
   /// ATen's own kernels' by float rounding where oneDNN replaces them.
   OneDnnChoice onednn_choice = OneDnnChoice::Aten;
+  /// With Benchmark: what the timing may spend (onednn_benchmark.h; Model::load derives it
+  /// from the archive's run bounds).
+  OneDnnBudget onednn_budget;
 };
 
 /// A graph output handed out at the end of a segment.

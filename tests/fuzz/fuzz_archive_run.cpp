@@ -4,8 +4,10 @@
 // (eval mode), and when it has forward/backward graphs one training step (forward, then
 // backward from the sum of its floating outputs); then, with an inference graph, the same
 // bytes loaded as a deployment (LoadOptions::inference_only: weight-only values cached,
-// oneDNN convolution weights packed, runtime/conv_prepack.h) and its inference run twice
-// (computed, then from the cache). Anything but a pt2rt::Error, any sanitizer
+// oneDNN convolution weights packed, runtime/conv_prepack.h; for inputs of odd size also
+// LoadOptions::onednn_benchmark: convolutions and linear layers timed against oneDNN at their
+// declared sizes, runtime/onednn_benchmark.h) and its inference run twice (computed, then
+// from the cache). Anything but a pt2rt::Error, any sanitizer
 // report, crash, timeout or excess memory is a finding.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -49,6 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (program.graph(pt2rt::GraphRole::Inference) != nullptr) {
       pt2rt::LoadOptions serve;
       serve.inference_only = true;
+      serve.onednn_benchmark = size % 2 == 1;
       pt2rt::Model deployed = pt2rt::Model::load(data, size, c10::kCPU, serve);
       deployed.forward(inputs);
       deployed.forward(inputs);

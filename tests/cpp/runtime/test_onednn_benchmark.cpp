@@ -82,9 +82,14 @@ TEST_CASE("onednn benchmark: what is not timed answers ATen's kernel at once", "
   CHECK_FALSE(bench.conv_faster(Conv2dCase{{1, 63, 8, 8}, {64, 64, 3, 3}, {1, 1}, {1, 1},
                                            {1, 1}, 1, false}));  // inconsistent
   CHECK_FALSE(bench.linear_faster({4096, 4096, 4096, true}));   // 2^36 MACs
-  OneDnnBenchmark spent(/*mac_budget=*/0);
+  OneDnnBenchmark spent(OneDnnBudget{0});
   CHECK_FALSE(spent.conv_faster(small_conv()));
   CHECK_FALSE(spent.linear_faster({32, 256, 512, true}));
+  OneDnnBudget small_bytes;
+  small_bytes.case_bytes = 4 * 64 * 8 * 8;  // below small_conv's tensors
+  OneDnnBenchmark tight(small_bytes);
+  CHECK_FALSE(tight.conv_faster(small_conv()));
+  CHECK_FALSE(tight.linear_faster({32, 256, 512, true}));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
 
@@ -99,14 +104,14 @@ TEST_CASE("onednn benchmark: a case is decided once", "[onednn_benchmark]") {
       OneDnnBenchmark::linear_macs(linear) * 2 * (OneDnnBenchmark::kRepeats + 1);
   for (int threads : {1, 2}) {
     Threads scope(threads);
-    OneDnnBenchmark conv_bench(one_conv);
+    OneDnnBenchmark conv_bench(OneDnnBudget{one_conv});
     const bool first = conv_bench.conv_faster(small_conv());
     CHECK(conv_bench.conv_faster(small_conv()) == first);
     Conv2dCase other = small_conv();
     other.bias = false;
     CHECK_FALSE(conv_bench.conv_faster(other));  // the budget is spent
 
-    OneDnnBenchmark linear_bench(one_linear);
+    OneDnnBenchmark linear_bench(OneDnnBudget{one_linear});
     const bool first_linear = linear_bench.linear_faster(linear);
     CHECK(linear_bench.linear_faster(linear) == first_linear);
     CHECK_FALSE(linear_bench.linear_faster({32, 256, 512, false}));
