@@ -22,8 +22,7 @@ void prepack_conv2d_weight_kernel(torch::jit::Stack& s) {
   s.clear();
   // A channels-last weight makes ATen pick a channels-last primitive: left dense, so that
   // conv2d_prepacked runs at::convolution as the unpacked plan would.
-  if (!weight.is_cpu() || weight.layout() != c10::kStrided || weight.scalar_type() != at::kFloat ||
-      weight.dim() != 4 || !weight.is_contiguous()) {
+  if (!cpu_float32(weight, 4) || !weight.is_contiguous()) {
     s.emplace_back(weight);
     return;
   }
@@ -38,11 +37,9 @@ void conv2d_prepacked_kernel(torch::jit::Stack& s) {
   const c10::optional<at::Tensor> bias = s[2].toOptional<at::Tensor>();
   const at::Tensor weight = s[1].toTensor(), input = s[0].toTensor();
   s.clear();
-  const bool fits = weight.is_mkldnn() && input.is_cpu() && input.layout() == c10::kStrided &&
-                    input.scalar_type() == at::kFloat && input.dim() == 4 &&
-                    input.is_contiguous() && at::get_num_threads() == num_threads &&
-                    (!bias || (bias->is_cpu() && bias->layout() == c10::kStrided &&
-                               bias->scalar_type() == at::kFloat));
+  const bool fits = weight.is_mkldnn() && cpu_float32(input, 4) && input.is_contiguous() &&
+                    at::get_num_threads() == num_threads &&
+                    (!bias || cpu_float32(*bias, bias->dim()));
   if (fits) {
     s.emplace_back(at::mkldnn_convolution(input, weight, bias, padding, stride, dilation, groups));
     return;
@@ -95,62 +92,40 @@ size_t prepack_convolutions(std::vector<Instruction>& instructions, const Graph&
                             OneDnnBenchmark& benchmark) {
   if (!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) return 0;
   const SlotUse use = slot_use(instructions, graph);
-  std::vector<Instruction> rewritten;
-  rewritten.reserve(instructions.size());
-  size_t count = 0;
-  for (Instruction& ins : instructions) {
-    std::optional<Instruction> packed_conv, pack;
-    if (is_conv(ins)) {
-      const std::vector<PlannedArg>& a = ins.args;
-      const auto stride = int_list(a[3], 2), padding = int_list(a[4], 2),
-                 dilation = int_list(a[5], 2), output_padding = int_list(a[7], 2);
-      const bool plain = a[0].kind == PlannedArg::Kind::Slot &&
-                         a[1].kind == PlannedArg::Kind::Slot && stride && padding && dilation &&
-                         output_padding && *output_padding == std::vector<int64_t>{0, 0} &&
-                         a[6].kind == PlannedArg::Kind::Constant && a[6].constant.isBool() &&
-                         !a[6].constant.toBool() && a[8].kind == PlannedArg::Kind::Constant &&
-                         a[8].constant.isInt() &&
-                         (a[2].kind == PlannedArg::Kind::Slot || is_none(a[2]));
-      const ValueId w = a[1].slot;
-      const auto input_sizes = plain ? static_sizes(graph, a[0].slot, at::kFloat, 4) : std::nullopt;
-      const auto weight_sizes = plain ? static_sizes(graph, w, at::kFloat, 4) : std::nullopt;
-      if (input_sizes && weight_sizes && weight_only[w] && use.readers[w] == 1 &&
-          !use.is_output[w] && a[0].slot != w) {
-        const Conv2dCase conv{*input_sizes, *weight_sizes, *stride, *padding, *dilation,
-                              a[8].constant.toInt(), a[2].kind == PlannedArg::Kind::Slot};
-        if (choice == OneDnnChoice::OneDnn ? OneDnnBenchmark::conv_macs(conv) >= 0
-                                           : aten_picks_onednn_at(conv) ||
-                                                 (choice == OneDnnChoice::Benchmark &&
-                                                  benchmark.conv_faster(conv))) {
-          Instruction p;
-          p.native = &prepack_conv2d_weight_op();
-          p.args = {a[1], a[3], a[4], a[5], a[8]};
-          p.outputs = {w};  // the packed weight replaces the dense one in its slot
-          p.node = ins.node;
-          p.packs = true;
-          Instruction c;
-          c.native = &conv2d_prepacked_op();
-          c.args = {a[0], a[1], a[2], a[3], a[4], a[5], a[8],
-                    constant_arg(static_cast<int64_t>(at::get_num_threads()))};
-          c.outputs = ins.outputs;
-          c.node = ins.node;
-          c.checks = ins.checks;
-          c.alloc_cap = ins.alloc_cap;
-          pack = std::move(p);
-          packed_conv = std::move(c);
-        }
-      }
+  return replace_packed(instructions, [&](const Instruction& ins) -> std::optional<PackedPair> {
+    if (!is_conv(ins)) return std::nullopt;
+    const std::vector<PlannedArg>& a = ins.args;
+    const auto stride = int_list(a[3], 2), padding = int_list(a[4], 2),
+               dilation = int_list(a[5], 2), output_padding = int_list(a[7], 2);
+    const bool plain = a[0].kind == PlannedArg::Kind::Slot &&
+                       a[1].kind == PlannedArg::Kind::Slot && stride && padding && dilation &&
+                       output_padding && *output_padding == std::vector<int64_t>{0, 0} &&
+                       a[6].kind == PlannedArg::Kind::Constant && a[6].constant.isBool() &&
+                       !a[6].constant.toBool() && a[8].kind == PlannedArg::Kind::Constant &&
+                       a[8].constant.isInt() &&
+                       (a[2].kind == PlannedArg::Kind::Slot || is_none(a[2]));
+    if (!plain) return std::nullopt;
+    const ValueId w = a[1].slot;
+    const auto input_sizes = static_sizes(graph, a[0].slot, at::kFloat, 4);
+    const auto weight_sizes = static_sizes(graph, w, at::kFloat, 4);
+    if (!input_sizes || !weight_sizes || !weight_only[w] || use.readers[w] != 1 ||
+        use.is_output[w] || a[0].slot == w) {
+      return std::nullopt;
     }
-    if (!packed_conv) {
-      rewritten.push_back(std::move(ins));
-      continue;
-    }
-    rewritten.push_back(std::move(*pack));
-    rewritten.push_back(std::move(*packed_conv));
-    ++count;
-  }
-  instructions = std::move(rewritten);
-  return count;
+    const Conv2dCase conv{*input_sizes, *weight_sizes, *stride, *padding, *dilation,
+                          a[8].constant.toInt(), a[2].kind == PlannedArg::Kind::Slot};
+    const bool onednn = choice == OneDnnChoice::OneDnn
+                            ? OneDnnBenchmark::conv_macs(conv) >= 0
+                            : aten_picks_onednn_at(conv) || (choice == OneDnnChoice::Benchmark &&
+                                                             benchmark.conv_faster(conv));
+    if (!onednn) return std::nullopt;
+    // the packed weight replaces the dense one in its slot
+    return PackedPair{
+        packing_of(ins, prepack_conv2d_weight_op(), {a[1], a[3], a[4], a[5], a[8]}, w),
+        native_for(ins, conv2d_prepacked_op(),
+                   {a[0], a[1], a[2], a[3], a[4], a[5], a[8],
+                    constant_arg(static_cast<int64_t>(at::get_num_threads()))})};
+  });
 }
 
 }  // namespace pt2rt

@@ -82,4 +82,51 @@ SlotUse slot_use(const std::vector<Instruction>& instructions, const Graph& grap
   return u;
 }
 
+bool cpu_float32(const at::Tensor& t, int64_t dim) {
+  return t.is_cpu() && t.layout() == c10::kStrided && t.scalar_type() == at::kFloat &&
+         t.dim() == dim;
+}
+
+Instruction packing_of(const Instruction& original, const NativeOp& op,
+                       std::vector<PlannedArg> args, ValueId slot) {
+  Instruction p;
+  p.native = &op;
+  p.args = std::move(args);
+  p.outputs = {slot};
+  p.node = original.node;
+  p.packs = true;
+  return p;
+}
+
+Instruction native_for(const Instruction& original, const NativeOp& op,
+                       std::vector<PlannedArg> args) {
+  Instruction c;
+  c.native = &op;
+  c.args = std::move(args);
+  c.outputs = original.outputs;
+  c.node = original.node;
+  c.checks = original.checks;
+  c.alloc_cap = original.alloc_cap;
+  return c;
+}
+
+size_t replace_packed(std::vector<Instruction>& instructions,
+                      const std::function<std::optional<PackedPair>(const Instruction&)>& rewrite) {
+  std::vector<Instruction> rewritten;
+  rewritten.reserve(instructions.size());
+  size_t count = 0;
+  for (Instruction& ins : instructions) {
+    std::optional<PackedPair> pair = rewrite(ins);
+    if (!pair) {
+      rewritten.push_back(std::move(ins));
+      continue;
+    }
+    rewritten.push_back(std::move(pair->pack));
+    rewritten.push_back(std::move(pair->compute));
+    ++count;
+  }
+  instructions = std::move(rewritten);
+  return count;
+}
+
 }  // namespace pt2rt

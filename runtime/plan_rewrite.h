@@ -1,13 +1,15 @@
 // runtime/plan_rewrite.h — queries and builders shared by the passes that rewrite a plan's
 // instruction list at build (batch_norm_stats.h, conv_prepack.h, linear_prepack.h): what an
 // instruction is, what its constant arguments hold, the declared static sizes of a value,
-// and who reads each slot.
+// who reads each slot, and the replacement of one instruction by a weight packing plus the
+// native instruction that reads the packed weight.
 #pragma once
 
 #include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -45,5 +47,28 @@ struct SlotUse {
   std::vector<bool> is_output;
 };
 SlotUse slot_use(const std::vector<Instruction>& instructions, const Graph& graph);
+
+/// Whether `t` is a strided float32 CPU tensor of `dim` dims (what the packed kernels of
+/// conv_prepack.h / linear_prepack.h run on oneDNN; anything else takes their ATen fallback).
+bool cpu_float32(const at::Tensor& t, int64_t dim);
+
+/// One instruction replaced by two: `pack` writes a packed form of a weight-only value into
+/// that value's slot (Instruction::packs: hoisted into the cached prologue), `compute` reads it.
+struct PackedPair {
+  Instruction pack, compute;
+};
+
+/// `pack` for `original`: native `op` on `args`, its result into `slot`.
+Instruction packing_of(const Instruction& original, const NativeOp& op,
+                       std::vector<PlannedArg> args, ValueId slot);
+/// `compute` for `original`: native `op` on `args` with `original`'s outputs, node, result
+/// checks and allocation cap.
+Instruction native_for(const Instruction& original, const NativeOp& op,
+                       std::vector<PlannedArg> args);
+
+/// Replaces, in order, each instruction for which `rewrite` gives a PackedPair by that pair
+/// (pack first). @returns the number replaced.
+size_t replace_packed(std::vector<Instruction>& instructions,
+                      const std::function<std::optional<PackedPair>(const Instruction&)>& rewrite);
 
 }  // namespace pt2rt

@@ -10,6 +10,8 @@
 // the other lane's archives against the running torch's own eager references.
 #pragma once
 
+#include <ATen/Parallel.h>
+
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
@@ -60,6 +62,15 @@ at::Tensor reference_loss(const std::vector<at::Tensor>& outputs,
 /// Sets at::set_num_threads to the thread count the eager references were computed with
 /// (the record's "num_threads"): some kernels' reduction order depends on it.
 void use_reference_threads(const std::string& model);
+
+/// at::set_num_threads(n) for the scope; the previous count is restored at its end.
+struct ScopedThreads {
+  int before = at::get_num_threads();
+  explicit ScopedThreads(int n) { at::set_num_threads(n); }
+  ~ScopedThreads() { at::set_num_threads(before); }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+};
 
 inline const std::vector<std::string>& partitioners() {
   static const std::vector<std::string> p{"default", "min_cut"};

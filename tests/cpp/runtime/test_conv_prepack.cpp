@@ -11,6 +11,7 @@
 
 #include "assert_close.h"
 #include "conv_prepack.h"
+#include "fixtures.h"
 #include "libtorch_compat.h"
 #include "op_resolution.h"
 #include "plan.h"
@@ -120,10 +121,12 @@ TEST_CASE("conv prepack: a convolution ATen runs through oneDNN gets its weight 
     CHECK(got.equal(aten_conv(cl, s.kernel)));
   }
   SECTION("a call at another intra-op thread count runs at::convolution on the dense weight") {
-    const int threads = at::get_num_threads();
-    at::set_num_threads(threads == 1 ? 2 : 1);
-    const at::Tensor got = run(*plan, t), want = aten_conv(t, s.kernel);
-    at::set_num_threads(threads);
+    at::Tensor got, want;
+    {
+      const ScopedThreads other(at::get_num_threads() == 1 ? 2 : 1);
+      got = run(*plan, t);
+      want = aten_conv(t, s.kernel);
+    }
     CHECK(got.equal(want));
   }
 }
@@ -173,11 +176,7 @@ TEST_CASE("conv prepack: OneDnnChoice::OneDnn and Benchmark move ATen's im2col c
   Shape s;
   s.batch = 1;  // batch 1 on one thread, unstrided: ATen's own choice is im2col + GEMM
   s.size = 4;
-  struct OneThread {
-    int before = at::get_num_threads();
-    OneThread() { at::set_num_threads(1); }
-    ~OneThread() { at::set_num_threads(before); }
-  } one_thread;
+  const ScopedThreads one_thread(1);
   REQUIRE_FALSE(aten_picks_onednn_for(s));
   const Tensors t = make_tensors(s);
   const at::Tensor want = aten_conv(t, s.kernel);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "fixtures.h"
 #include "onednn_benchmark.h"
 
 using namespace pt2rt;
@@ -16,13 +17,6 @@ Conv2dCase small_conv() {
   // resnet18's 3x3 64->64 convolution at batch 1 on an 8x8 image
   return Conv2dCase{{1, 64, 8, 8}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true};
 }
-
-/// Sets the intra-op thread count for the scope.
-struct Threads {
-  int before = at::get_num_threads();
-  explicit Threads(int n) { at::set_num_threads(n); }
-  ~Threads() { at::set_num_threads(before); }
-};
 
 }  // namespace
 
@@ -103,7 +97,7 @@ TEST_CASE("onednn benchmark: a case is decided once", "[onednn_benchmark]") {
   const int64_t one_linear =
       OneDnnBenchmark::linear_macs(linear) * 2 * (OneDnnBenchmark::kRepeats + 1);
   for (int threads : {1, 2}) {
-    Threads scope(threads);
+    const test::ScopedThreads scope(threads);
     OneDnnBenchmark conv_bench(OneDnnBudget{one_conv});
     const bool first = conv_bench.conv_faster(small_conv());
     CHECK(conv_bench.conv_faster(small_conv()) == first);
