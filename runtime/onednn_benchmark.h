@@ -86,6 +86,10 @@ class OneDnnBenchmark {
   static int64_t conv_macs(const Conv2dCase& c);
   static int64_t linear_macs(const LinearCase& c);
 
+  /// Multiply-adds the budget still affords (each timed case takes 2 x (kRepeats + 1) x its
+  /// MACs).
+  int64_t macs_left() const { return macs_left_; }
+
  private:
   /// Takes the cost of timing a case of `macs` multiply-adds on tensors of `bytes` from the
   /// budget; false (nothing taken) when the case is not to be timed.
