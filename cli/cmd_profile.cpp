@@ -12,7 +12,9 @@
 // interpreted time (the plan segments' spans, in which the nodes ran) and the nodes' share of
 // it; the rest of a call is binding, autograd and handing outputs out. The table shows the
 // top K rows of each (--top 0: all); a `*` after the graph marks a node of the cached
-// weight-only prologue (it runs when a weight changed, e.g. in the first call).
+// weight-only prologue (it runs when a weight changed, e.g. in the first call). On CUDA each
+// call ends with a device synchronization (torch::cuda::synchronize), so a call's time is
+// the device's work; node rows are the kernels' launch times there.
 //
 // --json prints {"model", "mode", "iters", "warmup", "measured_us", "interpreted_us",
 // "nodes_us", "per_call": [{"wall_us", "interpreted_us", "nodes_us"}], "plans": [{"graph",
@@ -24,6 +26,8 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+
+#include <torch/cuda.h>
 
 #include "cli.h"
 #include "node_profile.h"
@@ -198,6 +202,9 @@ int cmd_profile(int argc, char** argv) {
       double ms = 0.0;
       run_inference(model, inputs, &ms);
     }
+    // A call's time includes the device's work (kernel launches are asynchronous on CUDA);
+    // the node rows stay launch times there.
+    if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
   };
   NodeProfile profile;
   std::vector<CallTimes> calls;

@@ -1,10 +1,23 @@
 // export-cli verify — self-check an archive on this machine against the eager references
 // bundled at export: every example through inference and through training forward +
 // backward; outputs, parameter gradients and updated buffers compared with
-// torch.testing.assert_close's default tolerances for their dtype. Gradients bundled as
-// sketches (the default since schema 1.2) are checked by pt2rt/grad_sketch.h's rule.
+// torch.testing.assert_close's default tolerances for their dtype (or --rtol/--atol).
+// Gradients bundled as sketches (the default since schema 1.2) are checked by
+// pt2rt/grad_sketch.h's rule. A result outside the tolerance still passes by the float64 rule
+// (schema 1.5 archives: schema/README.md "The float64 rule", torch._dynamo.utils.same's
+// fp64_ref rule) when it is about as close to eager PyTorch's float64 result as eager
+// float32 is — how another device or LibTorch rounds is judged against eager's own rounding.
 //
-//   export-cli verify <model.pt2> [--device cpu|cuda] [--allow-no-examples]
+// TF32 (CUDA): the references are full float32, so verify turns TF32 off for cuDNN and cuBLAS
+// while it runs (at::Context::setAllowTF32CuDNN / setAllowTF32CuBLAS), unless --allow-tf32;
+// it prints which. Cross-device (references computed on the CPU, verifying on CUDA, or the
+// other way round: Producer::capture_device, schema 1.5): the floating tolerances are at
+// least PyTorch's own CPU-vs-CUDA ones (rtol = atol = 1e-3, test_ops.py test_compare_cpu) —
+// cuDNN's convolution algorithms round differently from the CPU's by more than float32's
+// defaults (resnet18's gradients: ~1e-4 relative) — unless --rtol/--atol.
+//
+//   export-cli verify <model.pt2> [--device cpu|cuda] [--rtol R] [--atol A] [--allow-tf32]
+//                     [--allow-no-examples]
 //
 // Randomness (pt2rt/randomness.h): before each run the default generator is seeded with the
 // seed the exporter used for the eager references, so a model with dropout draws the same
@@ -37,6 +50,7 @@
 #include "signature.h"
 #include "steps.h"
 #include "tensor_io.h"
+#include "tf32_guard.h"
 
 namespace pt2rt::cli {
 namespace {
@@ -69,13 +83,21 @@ class Table {
     return n;
   }
   size_t size() const { return rows_.size(); }
+  size_t by_float64() const {
+    size_t n = 0;
+    for (const auto& r : rows_) n += r.result.pass && r.result.by_float64;
+    return n;
+  }
+  /// Columns: the largest |actual - reference| and |actual - reference| / |reference| over
+  /// the elements, or, for "(sketch)" rows, over the sketch's statistics (norm, sums, max_abs,
+  /// projections; pt2rt/grad_sketch.h).
   void print(std::ostream& out) const {
     size_t width = 4;
     for (const auto& r : rows_) width = std::max(width, r.name.size());
     out << std::left << std::setw(static_cast<int>(width)) << "name"
-        << "  " << std::right << std::setw(12) << "max abs err"
-        << "  " << std::setw(12) << "max rel err"
-        << "  result\n";
+        << "  " << std::right << std::setw(12) << "max |diff|"
+        << "  " << std::setw(12) << "max rel"
+        << "  result  (sketch rows: over the sketch statistics)\n";
     for (const auto& r : rows_) {
       out << std::left << std::setw(static_cast<int>(width)) << r.name << "  " << std::right
           << std::scientific << std::setprecision(3) << std::setw(12) << number(r.result.max_abs)
@@ -110,13 +132,17 @@ Comparison check_unreplayed(const at::Tensor& actual, const at::Tensor& expected
   return c;
 }
 
-/// Checks `actual` against `expected`, by check_unreplayed when `random`.
-Comparison check(const at::Tensor& actual, const at::Tensor& expected, bool random) {
-  return random ? check_unreplayed(actual, expected) : compare(actual, expected);
+/// Checks `actual` against the reference `expected`, by check_unreplayed when `random`.
+Comparison check(const at::Tensor& actual, const TensorData& expected, bool random,
+                 const ToleranceOverride& tol) {
+  const at::Tensor e = to_tensor(expected);
+  return random ? check_unreplayed(actual, e)
+                : compare(actual, e, tol.for_dtype(e.scalar_type()), expected.float64_rmse);
 }
 
 void compare_lists(Table& table, const std::string& prefix, const std::vector<at::Tensor>& actual,
-                   const std::vector<TensorData>& expected, const std::set<int64_t>& random) {
+                   const std::vector<TensorData>& expected, const std::set<int64_t>& random,
+                   const ToleranceOverride& tol) {
   if (actual.size() != expected.size()) {
     Comparison c;
     c.problem =
@@ -125,13 +151,13 @@ void compare_lists(Table& table, const std::string& prefix, const std::vector<at
   }
   for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
     table.add(prefix + "[" + std::to_string(i) + "]",
-              check(actual[i], to_tensor(expected[i]), random.count(static_cast<int64_t>(i)) > 0));
+              check(actual[i], expected[i], random.count(static_cast<int64_t>(i)) > 0, tol));
   }
 }
 
 void compare_named(Table& table, const std::string& prefix, const NamedTensors& actual,
                    const std::vector<std::pair<std::string, TensorData>>& expected,
-                   const std::set<std::string>& random) {
+                   const std::set<std::string>& random, const ToleranceOverride& tol) {
   std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
   for (const auto& [name, data] : expected) {
     auto it = by_name.find(name);
@@ -141,14 +167,15 @@ void compare_named(Table& table, const std::string& prefix, const NamedTensors& 
       table.add(prefix + " " + name, c);
       continue;
     }
-    table.add(prefix + " " + name, check(it->second, to_tensor(data), random.count(name) > 0));
+    table.add(prefix + " " + name, check(it->second, data, random.count(name) > 0, tol));
   }
 }
 
 /// Gradients against their sketches (schema 1.2, pt2rt/grad_sketch.h): one row each, marked
 /// "(sketch)"; the error columns are over the sketch's statistics.
 void compare_sketches(Table& table, const std::string& prefix, const NamedTensors& actual,
-                      const ExampleReferences& ref, const std::set<std::string>& random) {
+                      const ExampleReferences& ref, const std::set<std::string>& random,
+                      const ToleranceOverride& tolerance) {
   std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
   for (const GradSketch& sketch : ref.grad_sketches) {
     Comparison c;
@@ -166,13 +193,16 @@ void compare_sketches(Table& table, const std::string& prefix, const NamedTensor
                          : "random: got " + describe(g) + ", reference sketch of " +
                                ref_type.str();
     } else {
-      const Tolerance tol = default_tolerance(sketch.dtype);
+      const Tolerance tol = tolerance.for_dtype(sketch.dtype);
       const GradSketchCheck s =
           check_grad_sketch(it->second, sketch, ref.grad_sketch_seed, tol.rtol, tol.atol);
       c.pass = s.pass;
+      c.by_float64 = s.by_float64;
       c.max_abs = s.max_abs;
       c.max_rel = s.max_rel;
-      c.problem = s.pass ? "(sketch)" : s.problem;
+      c.problem = !s.pass        ? s.problem
+                  : s.by_float64 ? "(sketch; float64 rule)"
+                                 : "(sketch)";
     }
     table.add(prefix + " " + sketch.name, c);
   }
@@ -210,6 +240,12 @@ int cmd_verify(int argc, char** argv) {
   // clang-format off
   options.add_options()
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
+      ("rtol", "relative tolerance for every floating comparison (default: "
+       "torch.testing.assert_close's for the dtype, float32 1.3e-6)", cxxopts::value<double>())
+      ("atol", "absolute tolerance for every floating comparison (default: assert_close's for "
+       "the dtype, float32 1e-5)", cxxopts::value<double>())
+      ("allow-tf32", "keep TF32 on for CUDA convolutions and matmuls while verifying (default: "
+       "off, as the references are full float32)")
       ("allow-no-examples", "exit 0 on an archive without bundled examples (default: exit 1, "
        "nothing was verified)");
   // clang-format on
@@ -219,8 +255,22 @@ int cmd_verify(int argc, char** argv) {
   const cxxopts::ParseResult& result = args->result;
   const std::string& path = args->path;
   const c10::Device device = parse_device(result["device"].as<std::string>());
+  ToleranceOverride tol;
+  for (const char* name : {"rtol", "atol"}) {
+    if (result.count(name) == 0) continue;
+    const double v = result[name].as<double>();
+    if (!(v >= 0.0) || !std::isfinite(v)) {
+      throw UsageError(std::string("--") + name + " must be a finite number >= 0, got " +
+                       std::to_string(v));
+    }
+    (std::string(name) == "rtol" ? tol.rtol : tol.atol) = v;
+  }
+  const bool allow_tf32 = result.count("allow-tf32") > 0;
+  Tf32Guard tf32(allow_tf32);
   Model model = Model::load(path, device, load_options(result));
   const Program& program = model.program();
+  const std::string reference_device = program.producer.capture_device;
+  tol.cross_device = c10::DeviceTypeName(device.type(), /*lower_case=*/true) != reference_device;
   const std::vector<Example> examples = model.examples();  // decoded now, not kept by the model
   if (examples.empty()) {
     const bool allowed = result.count("allow-no-examples") > 0;
@@ -267,22 +317,35 @@ int cmd_verify(int argc, char** argv) {
     }
     any_references = true;
     const ExampleReferences& ref = *example.references;
-    compare_lists(table, name + " output", outputs, ref.outputs, random.outputs);
+    compare_lists(table, name + " output", outputs, ref.outputs, random.outputs, tol);
     if (trainable && !ref.train_outputs.empty()) {
       const auto saved = snapshot_buffers(model);
       seed_generator();
       TrainStep step =
           run_training_step(model, inputs, to_device(to_tensors(ref.grad_outputs), device));
       compare_lists(table, name + " train output", step.outputs, ref.train_outputs,
-                    random.train_outputs);
-      compare_named(table, name + " grad", step.grads, ref.grads, random.grads);
-      compare_sketches(table, name + " grad", step.grads, ref, random.grads);
-      compare_named(table, name + " buffer", model.named_buffers(), ref.buffers, random.buffers);
+                    random.train_outputs, tol);
+      compare_named(table, name + " grad", step.grads, ref.grads, random.grads, tol);
+      compare_sketches(table, name + " grad", step.grads, ref, random.grads, tol);
+      compare_named(table, name + " buffer", model.named_buffers(), ref.buffers, random.buffers,
+                    tol);
       restore_buffers(model, saved);
     }
   }
 
   table.print(std::cout);
+  if (tol.cross_device && any_references) {
+    std::cout << "cross-device: the references were computed on " << reference_device
+              << ", this runs on " << c10::DeviceTypeName(device.type(), true)
+              << ": floating tolerances at least rtol = "
+              << "atol = " << kCrossDeviceTolerance << " (PyTorch's CPU-vs-CUDA consistency "
+              << "test, test_compare_cpu), unless --rtol/--atol\n";
+  }
+  if (table.by_float64() > 0) {
+    std::cout << "float64 rule: " << table.by_float64() << " check(s) outside the tolerance are "
+              << "as close to eager float64 as eager float32 is (schema/README.md \"The float64 "
+              << "rule\")\n";
+  }
   if (random.any && any_references) {
     std::cout << "randomness: the graphs draw random numbers; "
               << (replay ? "replayed the exporter's draws (seed " + std::to_string(*seed) +
@@ -305,11 +368,13 @@ int cmd_verify(int argc, char** argv) {
   }
   if (!table.all_pass()) {
     std::cout << "FAILED: " << table.failures() << " of " << table.size()
-              << " checks differ from the eager references\n";
+              << " checks differ from the eager references (device " << device << ", TF32 "
+              << (Tf32Guard::enabled() ? "on" : "off") << ")\n";
     return kExitCheckFailed;
   }
   std::cout << "OK: " << table.size() << " checks match the eager references ("
-            << examples.size() << " example(s), device " << device << ")\n";
+            << examples.size() << " example(s), device " << device << ", TF32 "
+            << (Tf32Guard::enabled() ? "on" : "off") << ")\n";
   return kExitOk;
 }
 

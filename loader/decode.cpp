@@ -98,7 +98,8 @@ class Converter {
     out.schema_minor = p.schema_version()->minor();
     if (const auto* pr = p.producer()) {
       out.producer = {str(pr->exporter_version()), str(pr->torch_version()),
-                      str(pr->python_version()), str(pr->capture())};
+                      str(pr->python_version()), str(pr->capture()),
+                      pr->capture_device() != nullptr ? str(pr->capture_device()) : "cpu"};
     }
     if (const auto* ops = p.operators()) {
       for (flatbuffers::uoffset_t i = 0; i < ops->size(); ++i) {
@@ -292,6 +293,7 @@ class Converter {
     out.kind = static_cast<ValueKind>(kind);
     if (v.meta() != nullptr) out.meta = meta(*v.meta());
     if (v.sym() != nullptr) out.sym = sym_expr(*v.sym());
+    out.device_dependent_shape = v.device_dependent_shape();
     return out;
   }
 
@@ -509,6 +511,7 @@ class Converter {
     out.dtype = dtype(t->dtype());
     out.sizes = vec(t->sizes());
     out.data = vec(t->data());
+    out.float64_rmse = t->float64_rmse();
     return out;
   }
 
@@ -533,7 +536,9 @@ class Converter {
     return out;
   }
 
-  GradSketch grad_sketch(const fbs::GradSketch* s) {
+  /// A sketch and, one level down, its float64 sketch (a float64 sketch's own `float64` is
+  /// not read).
+  GradSketch grad_sketch(const fbs::GradSketch* s, bool with_float64 = true) {
     if (s == nullptr) bad("missing gradient sketch");
     charge(sizeof(GradSketch));
     GradSketch out;
@@ -545,6 +550,10 @@ class Converter {
     out.abs_sum = s->abs_sum();
     out.max_abs = s->max_abs();
     out.projections = vec(s->projections());
+    out.float64_rmse = s->float64_rmse();
+    if (with_float64 && s->float64() != nullptr) {
+      out.float64 = std::make_shared<const GradSketch>(grad_sketch(s->float64(), false));
+    }
     return out;
   }
 
@@ -574,6 +583,34 @@ class Converter {
 }  // namespace
 
 namespace {
+
+/// Archives before schema 1.5 do not mark results whose shape depends on the device; their
+/// exporters wrote the same ops as now, so the marks are derived as the exporter sets them
+/// (exporter/pt2rt/portability.py, device_dependent_results): results 1 and 2 (save_mean,
+/// save_invstd) of an eval-mode `native_batch_norm` (argument `training` a false constant)
+/// and of `_native_batch_norm_legit_no_training`; results 1 and 3 (offset2bag, max_indices)
+/// of `_embedding_bag` and `_embedding_bag_forward_only`.
+void mark_device_dependent_shapes(Program& program) {
+  for (Graph& g : program.graphs) {
+    for (const Node& node : g.nodes) {
+      const std::string& op = program.operators[node.op].name;
+      std::vector<size_t> results;
+      if (op == "aten::native_batch_norm") {
+        const bool eval = node.args.size() > 5 && node.args[5].name == "training" &&
+                          std::holds_alternative<bool>(node.args[5].value) &&
+                          !std::get<bool>(node.args[5].value);
+        if (eval) results = {1, 2};
+      } else if (op == "aten::_native_batch_norm_legit_no_training") {
+        results = {1, 2};
+      } else if (op == "aten::_embedding_bag" || op == "aten::_embedding_bag_forward_only") {
+        results = {1, 3};
+      }
+      for (size_t k : results) {
+        if (k < node.outputs.size()) g.values[node.outputs[k]].device_dependent_shape = true;
+      }
+    }
+  }
+}
 
 std::shared_ptr<Program> decode(const uint8_t* data, size_t size, const ArchiveLimits& limits,
                                 BundledExamples examples) {
@@ -625,6 +662,7 @@ std::shared_ptr<Program> decode(const uint8_t* data, size_t size, const ArchiveL
   auto program = std::make_shared<Program>(
       Converter(limits.decoded_bytes_for(size), examples).convert(*root));
   validate_program(*program);
+  if (program->schema_minor < 5) mark_device_dependent_shapes(*program);
   return program;
 }
 

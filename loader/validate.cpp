@@ -534,6 +534,10 @@ class Validator {
       fail(what + ": " + std::to_string(s.projections.size()) + " projections, at most " +
            std::to_string(kGradSketchMaxProjections));
     }
+    if (s.float64 && (s.float64->sizes != s.sizes ||
+                      s.float64->projections.size() != s.projections.size())) {
+      fail(what + ": its float64 sketch has other sizes or another number of projections");
+    }
   }
 
   /// Program::output_names (schema 1.4): none (older archives), or one per Plain output of the

@@ -61,6 +61,10 @@ class Converter {
       if (optional || type->kind() == TypeKind::NoneType || type->kind() == TypeKind::AnyType) {
         return constant(c10::IValue());
       }
+      // A None for a plain `Tensor` (backward ops whose gradient inputs may be absent, e.g.
+      // _scaled_dot_product_efficient_attention_backward's attn_bias): an undefined tensor,
+      // as LibTorch's own Python -> IValue conversion makes it (toIValue, TensorType).
+      if (type->kind() == TypeKind::TensorType) return constant(c10::IValue(at::Tensor()));
       mismatch(v);
     }
     return std::visit([&](const auto& x) { return this->on(x, type); }, v);

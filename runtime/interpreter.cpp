@@ -36,6 +36,14 @@ void run_observed(NodeObserver& observer, const Program& program, const Graph& g
   observer.on_range(graph, end - begin, prologue, ns(Clock::now() - range_start));
 }
 
+/// The most elements of any tensor argument of `ins` (its arguments are still in `slots`
+/// right after the call): the size bound of a result whose shape depends on the device.
+int64_t largest_argument(const Instruction& ins, const std::vector<c10::IValue>& slots) {
+  torch::jit::Stack args;
+  ExecutionPlan::push_arguments(ins, slots, args);
+  return largest_tensor_numel(args);
+}
+
 }  // namespace
 
 void ExecutionPlan::push_arguments(const Instruction& ins, const std::vector<c10::IValue>& slots,
@@ -153,9 +161,11 @@ void ExecutionPlan::execute(const Instruction& ins, Frame& frame) const {
   }
   if (ins.checks != 0) {
     for (size_t j = 0; j < ins.outputs.size(); ++j) {
+      const Value& value = graph_->values[ins.outputs[j]];
       const std::string problem =
           (ins.checks & Instruction::kCheckDeclared)
-              ? check_result(graph_->values[ins.outputs[j]], frame.stack[j], CheckAt::Run)
+              ? check_result(value, frame.stack[j], CheckAt::Run, nullptr,
+                             value.device_dependent_shape ? largest_argument(ins, frame.slots) : 0)
               : check_storage(frame.stack[j]);
       if (!problem.empty()) {
         raise_execution_error(ins, frame, "result " + std::to_string(j) + " " + problem);

@@ -183,7 +183,7 @@ class MetaRun {
         fail(ins, "returned " + std::to_string(stack.size()) + " values, expected " +
                       std::to_string(ins.outputs.size()));
       }
-      if (verified) adopt_declared_eval_stats(ins, schema, args, stack);
+      if (verified) adopt_declared_device_dependent(ins, args, stack);
       for (size_t k = 0; k < ins.outputs.size(); ++k) {
         const std::string problem =
             check_result(graph_.values[ins.outputs[k]], stack[k], CheckAt::Load, &symbols_);
@@ -271,39 +271,23 @@ class MetaRun {
     }
   }
 
-  /// An eval-mode batch norm's saved statistics (results 1 and 2: save_mean, save_invstd)
-  /// depend on the device, not on the graph: LibTorch's CPU kernels return empty [0] tensors,
-  /// other devices the running stats' [C]. The meta device has no C++ kernel for
-  /// `native_batch_norm` on LibTorch 1.13, but importing Python torch in the process
-  /// registers one (torch._decomp's `native_batch_norm`, on the Meta key through
-  /// torch.library), which answers [C] — so a process that embeds Python would refuse an
-  /// archive that others load. Where the declared and computed statistic are each [0] or [C]
-  /// (C = input.size(1)) with the declared dtype, the declared one (what the real CPU run
-  /// makes) is taken; any other difference is still refused by check_result.
-  void adopt_declared_eval_stats(const Instruction& ins, const c10::FunctionSchema& schema,
-                                 const torch::jit::Stack& args, torch::jit::Stack& results) const {
-    const std::string& name = schema.name();
-    if (name.find("batch_norm") == std::string::npos || name.find("backward") != std::string::npos) {
-      return;
-    }
-    bool eval = name == "aten::_native_batch_norm_legit_no_training";
-    const auto& sargs = schema.arguments();
-    for (size_t j = 0; j < sargs.size() && j < args.size(); ++j) {
-      if (sargs[j].name() == "training" && args[j].isBool()) eval = !args[j].toBool();
-    }
-    if (!eval || args.empty() || !args[0].isTensor() || args[0].toTensor().dim() < 2) return;
-    const int64_t channels = args[0].toTensor().size(1);
-    auto stat_size = [&](int64_t n) { return n == 0 || n == channels; };
-    for (size_t k = 1; k <= 2 && k < results.size() && k < ins.outputs.size(); ++k) {
+  /// Results whose shape depends on the device (Value::device_dependent_shape: eval-mode
+  /// batch norms' save_mean/save_invstd, [0] on the CPU and [C] on CUDA and meta;
+  /// _embedding_bag's offset2bag and max_indices) take their declared meta — what the
+  /// exporting device made — when the meta kernel's differs, so the rest of the meta run (and
+  /// a process that embeds Python, whose torch._decomp Meta kernels answer like CUDA) agrees
+  /// with every device. check_result still checks their dtype and element bound.
+  void adopt_declared_device_dependent(const Instruction& ins, const torch::jit::Stack& args,
+                                       torch::jit::Stack& results) const {
+    const int64_t largest = largest_tensor_numel(args);
+    for (size_t k = 0; k < results.size() && k < ins.outputs.size(); ++k) {
       const Value& v = graph_.values[ins.outputs[k]];
-      if (!results[k].isTensor() || v.kind != ValueKind::Tensor || !v.meta) continue;
+      if (!v.device_dependent_shape || !v.meta || !results[k].isTensor()) continue;
       const at::Tensor& got = results[k].toTensor();
-      if (!got.defined() || got.dim() != 1 || v.meta->sizes.size() != 1 ||
-          got.scalar_type() != v.meta->dtype || !stat_size(got.size(0))) {
-        continue;
+      if (!got.defined() ||
+          !check_result(v, results[k], CheckAt::Load, &symbols_, largest).empty()) {
+        continue;  // refused by the caller's check_result
       }
-      const std::optional<int64_t> declared = dim_value(v.meta->sizes[0], symbols_);
-      if (!declared || !stat_size(*declared) || *declared == got.size(0)) continue;
       results[k] = meta_tensor(*v.meta, symbols_);
     }
   }

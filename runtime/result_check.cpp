@@ -5,6 +5,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
+#include <climits>
 #include <sstream>
 
 #include "tensor_format.h"
@@ -63,8 +65,23 @@ std::string check_storage(const c10::IValue& result) {
   return "";
 }
 
+int64_t largest_tensor_numel(const std::vector<c10::IValue>& args) {
+  int64_t most = 0;
+  auto see = [&](const c10::IValue& v) {
+    if (v.isTensor() && v.toTensor().defined()) most = std::max(most, v.toTensor().numel());
+  };
+  for (const c10::IValue& a : args) {
+    if (a.isList()) {
+      for (const c10::IValue& e : a.toListRef()) see(e);
+    } else {
+      see(a);
+    }
+  }
+  return most;
+}
+
 std::string check_result(const Value& value, const c10::IValue& result, CheckAt at,
-                         const std::vector<int64_t>* symbols) {
+                         const std::vector<int64_t>* symbols, int64_t largest_argument) {
   const bool at_hints = at == CheckAt::Load;
   std::string problem = check_storage(result);
   if (!problem.empty()) return problem;
@@ -80,11 +97,32 @@ std::string check_result(const Value& value, const c10::IValue& result, CheckAt 
                               : "";
   }
   const TensorMeta& m = *value.meta;
-  bool same = t.scalar_type() == m.dtype && t.dim() == static_cast<int64_t>(m.sizes.size());
   auto declared_at = [&](const Dim& d) -> int64_t {
     if (d.is_static() || !symbols) return d.value;
     return dim_value(d, *symbols).value_or(-1);
   };
+  if (value.device_dependent_shape) {
+    int64_t declared_numel = 1;
+    for (const Dim& d : m.sizes) {
+      if (__builtin_mul_overflow(declared_numel, std::max<int64_t>(declared_at(d), 0),
+                                 &declared_numel)) {
+        declared_numel = INT64_MAX;
+      }
+    }
+    if (t.scalar_type() != m.dtype) {
+      return "is " + describe_tensor_type(t.scalar_type(), t.sizes()) + ", the archive declares " +
+             std::string(c10::toString(m.dtype)) + " (a result whose shape depends on the device)";
+    }
+    const int64_t bound = std::max(declared_numel, largest_argument);
+    if (t.numel() > bound) {
+      return "is " + describe_tensor_type(t.scalar_type(), t.sizes()) + " (" +
+             std::to_string(t.numel()) + " elements), more than a result whose shape depends on " +
+             "the device may have: " + std::to_string(bound) +
+             " (the declared elements or the node's largest tensor argument)";
+    }
+    return "";
+  }
+  bool same = t.scalar_type() == m.dtype && t.dim() == static_cast<int64_t>(m.sizes.size());
   for (size_t d = 0; same && d < m.sizes.size(); ++d) {
     same = (!at_hints && !m.sizes[d].is_static()) ||
            t.size(static_cast<int64_t>(d)) == declared_at(m.sizes[d]);

@@ -28,8 +28,16 @@ enum class CheckAt {
 /// "" when `result` is sound and, for a Tensor value with a declared meta, has its dtype and
 /// sizes; else what is wrong ("is float32[4, 11], the archive declares float32[4, 10]").
 /// `symbols` (Load): the symbol values of the meta run (sym_eval.h); null: the hints.
+/// A value marked `device_dependent_shape` (schema 1.5: its shape differs by device, e.g.
+/// eval-mode BatchNorm's saved statistics, [0] on the CPU and [C] on CUDA) is checked by its
+/// dtype and by its element count, at most the declared one or `largest_argument` (the most
+/// elements of any tensor argument of the node), not by the exporting device's sizes.
 std::string check_result(const Value& value, const c10::IValue& result, CheckAt at,
-                         const std::vector<int64_t>* symbols = nullptr);
+                         const std::vector<int64_t>* symbols = nullptr,
+                         int64_t largest_argument = 0);
+
+/// The most elements of any tensor (or tensor-list element) in `args`; 0 when none.
+int64_t largest_tensor_numel(const std::vector<c10::IValue>& args);
 
 /// "" when every tensor in `result` (a tensor or a list of tensors) is strided and inside its
 /// storage; else what is wrong.

@@ -60,9 +60,12 @@ in_root() {
     mount -t proc proc "$ROOT/proc"
     mount --rbind /dev "$ROOT/dev"
     mount --rbind /sys "$ROOT/sys" 2>/dev/null || true
-    mkdir -p "$ROOT$REPO" "$ROOT/tmp"
-    mount --bind "$REPO" "$ROOT$REPO"
+    # The private /tmp first, then the repository: a clone under /tmp (/tmp/x) is bound at
+    # $ROOT/tmp/x on top of that tmpfs instead of being hidden by it.
+    mkdir -p "$ROOT/tmp"
     mount -t tmpfs -o size=8g tmpfs "$ROOT/tmp" 2>/dev/null || true
+    mkdir -p "$ROOT$REPO"
+    mount --bind "$REPO" "$ROOT$REPO"
     [ -f /etc/resolv.conf ] && cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
     case "$CWD" in "$REPO"*) dir=$CWD ;; *) dir=$REPO ;; esac
     exec chroot "$ROOT" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
@@ -115,10 +118,13 @@ create() {
     echo "deb $m sid main" | $SUDO tee "$root/etc/apt/sources.list" >/dev/null
   fi
   say "installing torch 2.x and build packages inside the root (about 4 minutes)"
+  local log; log=$(mktemp)
   in_root bash -c 'export DEBIAN_FRONTEND=noninteractive;
     apt-get -o Acquire::Check-Valid-Until=false update -qq >/dev/null &&
-    apt-get install -y -qq --no-install-recommends "$@" >/dev/null' _ "${PKGS[@]}" ||
-    die "apt-get inside the root failed (mirror $m)"
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null' _ "${PKGS[@]}" 2>"$log" ||
+    { local why; why=$(grep -v '^debconf' "$log" | tail -n 3 | tr '\n' ' '); rm -f "$log";
+      die "installing the packages inside the root failed (mirror $m): ${why:-no message}"; }
+  rm -f "$log"
   echo "$want" | $SUDO tee "$stamp" >/dev/null
   say "ready: $(in_root python3 -c 'import torch, sys; print("torch", torch.__version__, "python", sys.version.split()[0])')"
 }

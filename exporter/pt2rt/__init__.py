@@ -56,7 +56,8 @@ class ExportedArchive:
     def saved_activations(self) -> Dict[str, int]:
         """Saved(k) outputs of the forward graph: ``count`` and ``bytes`` of all of them, and
         ``activation_count`` / ``activation_bytes`` of those that are not graph inputs
-        (parameters or user inputs saved as they are cost no extra memory)."""
+        (parameters or user inputs saved as they are cost no extra memory). Symbolic sizes
+        count at the example's sizes (their hints); saved SymInts are not counted."""
         fwd = self.program.graph(GraphRole.Forward)
         if fwd is None:
             raise KeyError("pt2rt: no forward graph was exported")
@@ -67,6 +68,8 @@ class ExportedArchive:
             if not go.descriptor.is_saved():
                 continue
             meta = fwd.values[go.value].meta
+            if meta is None:  # a SymInt saved for backward (dynamic shapes): no tensor bytes
+                continue
             numel = 1
             for d in meta.sizes:
                 numel *= d.value
@@ -104,7 +107,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
            train: bool = True, inference: bool = True, partitioner: str = "default",
            bundle_examples: bool = True, decompositions: Optional[Dict] = None,
            optimize_inference: bool = False, dynamic_shapes: Any = None,
-           full_references: bool = False) -> ExportedArchive:
+           full_references: bool = False, float64_references: bool = True) -> ExportedArchive:
     """Captures ``model`` on the example inputs and builds the archive contents.
 
     Args:
@@ -124,6 +127,11 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
         full_references: store every gradient reference in full instead of a sketch (the
             archive then grows by about the weights' size; ``verify`` compares gradients
             element by element, catching an error in a single element).
+        float64_references: for a float32 model, also run the references in float64 and
+            record how far each float32 reference is from it (schema 1.5; ``examples.py``):
+            ``export-cli verify`` then judges a result that fails the plain tolerance against
+            eager float32's own rounding (dynamo's ``same()`` rule), e.g. on CUDA. Costs one
+            more eager forward + backward in float64 at export.
         decompositions: extra decompositions applied while tracing, a dict from ATen op
             (``torch.ops.aten.<op>.<overload>``, or a packet for all overloads) to a Python
             function, e.g. ``torch._decomp.get_decompositions([torch.ops.aten.addmm])``. Passed
@@ -166,6 +174,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
                                       captured.example_inputs,
                                       train=train, inference=inference,
                                       train_run=captured.eager_train,
-                                      full_references=full_references))
+                                      full_references=full_references,
+                                      float64=float64_references))
     program, blobs = build_program(captured, examples)
     return ExportedArchive(captured, program, write_program(program), blobs)

@@ -21,13 +21,16 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from . import portability
 from .annotate import annotate
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor
 from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_train_run
 from .errors import CaptureError, ExportError, ExportTypeError
-from .fidelity import check_gradient_paths, check_no_aliased_constants, check_tangents
+from .fidelity import (check_gradient_paths, check_no_aliased_constants, check_output_types,
+                       check_tangents)
 from .graph_passes import zero_tangents_of_parameter_mutations
+from .model_call import restored_attributes
 from .graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole,
                        WeightKind, WeightSpec)
 from .partition import PARTITIONERS, partition
@@ -189,41 +192,50 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     graphs = []
     with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
         metadata: Dict[str, str] = {"reference_rng_seed": str(REFERENCE_RNG_SEED)}
-        if inference:
-            graphs.append(backend.capture_inference(model, weights, sig, flat, constants,
-                                                    decompositions=table, **extra))
-            if optimize_inference:
-                from .inference_passes import optimize
-                applied = optimize(graphs[-1])
-                metadata["inference_passes"] = ",".join(f"{k}:{v}" for k, v in applied.items())
-        eager = None
-        if train:
-            eager = _eager_probe(model, sig, flat)
-            unused = check_gradient_paths(model, eager)
-            if unused:
-                warnings.warn(f"pt2rt.export: trainable parameters of {type(model).__name__} "
-                              f"without a gradient path (they will not train): "
-                              f"{', '.join(unused)}", stacklevel=3)
-                metadata["params_without_grad"] = ",".join(unused)
-            joint = backend.capture_joint(model, weights, sig, flat, constants,
-                                          decompositions=table, **extra)
-            check_tangents(model, eager, joint.graph.inputs)
-            fw_bw = partition(joint, partitioner)
-            zero_tangents_of_parameter_mutations(fw_bw[-1])
-            graphs.extend(fw_bw)
-        program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
-                                  signature=sig, capture=backend.CAPTURE_NAME,
-                                  partitioner=partitioner if train else "",
-                                  metadata=metadata, example_inputs=flat, eager_train=eager,
-                                  symbols=dynamic.finish() if dynamic is not None else None)
-        check_no_aliased_constants(model, program.weights)
-        try:
-            annotate_program(program, flat)
-        except Exception as e:
-            raise CaptureError(f"pt2rt.export: the graphs captured from {type(model).__name__} "
-                               f"do not run on its example inputs ({type(e).__name__}: {e}); "
-                               f"the capture ({backend.CAPTURE_NAME}) cannot reproduce this "
-                               "model") from e
+        # The eager probe runs where the model lives; the capture always traces on the CPU
+        # (portability.py: device-neutral graphs).
+        eager = _eager_probe(model, sig, flat) if train else None
+        with portability.on_cpu(model, flat) as (cpu_flat, device):
+            with portability.portable_kernels(), restored_attributes(model):
+                if inference:
+                    graphs.append(backend.capture_inference(model, weights, sig, cpu_flat,
+                                                            constants, decompositions=table,
+                                                            **extra))
+                    if optimize_inference:
+                        from .inference_passes import optimize
+                        applied = optimize(graphs[-1])
+                        metadata["inference_passes"] = ",".join(f"{k}:{v}"
+                                                                for k, v in applied.items())
+                if train:
+                    unused = check_gradient_paths(model, eager)
+                    if unused:
+                        warnings.warn(f"pt2rt.export: trainable parameters of "
+                                      f"{type(model).__name__} without a gradient path (they "
+                                      f"will not train): {', '.join(unused)}", stacklevel=3)
+                        metadata["params_without_grad"] = ",".join(unused)
+                    joint = backend.capture_joint(model, weights, sig, cpu_flat, constants,
+                                                  decompositions=table, **extra)
+                    check_tangents(model, eager, joint.graph.inputs)
+                    fw_bw = partition(joint, partitioner)
+                    zero_tangents_of_parameter_mutations(fw_bw[-1])
+                    graphs.extend(fw_bw)
+            portability.check_portable(graphs)
+            program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
+                                      signature=sig, capture=backend.CAPTURE_NAME,
+                                      partitioner=partitioner if train else "",
+                                      metadata=metadata, example_inputs=flat, eager_train=eager,
+                                      symbols=dynamic.finish() if dynamic is not None else None,
+                                      capture_device=device)
+            check_no_aliased_constants(model, program.weights)
+            try:
+                annotate_program(program, cpu_flat)
+            except Exception as e:
+                raise CaptureError(f"pt2rt.export: the graphs captured from "
+                                   f"{type(model).__name__} do not run on its example inputs "
+                                   f"({type(e).__name__}: {e}); the capture "
+                                   f"({backend.CAPTURE_NAME}) cannot reproduce this model") from e
+            if eager is not None:
+                check_output_types(model, eager, program.graph(GraphRole.Forward))
     return program
 
 

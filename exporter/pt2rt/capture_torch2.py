@@ -29,11 +29,13 @@ ops can express run with pt2rt's forward during the capture (``module_rewrites.p
 with ``momentum=None``). ``nn.LSTM`` with a dynamic sequence length: one ``pt2rt::lstm`` node
 (``rnn_ops.py``).
 
-oneDNN (``torch.backends.mkldnn``) is disabled while tracing: composite ops that choose a
-backend in Python or C++ at trace time (``nn.LSTM``: ``mkldnn_rnn_layer``) then take their
-plain ATen path. ``mkldnn_rnn_layer``'s backward does not run from an exported graph (its
-``workspace`` is undefined outside oneDNN's training path) and LibTorch builds without oneDNN
-lack it. Run-time kernels are unaffected: ``aten::convolution`` still dispatches to oneDNN.
+Backend choices (``portability.portable_kernels``, set by ``capture.py`` around both
+captures): oneDNN, NNPACK and cuDNN are off while tracing and attention takes its math path, so
+composite ops that choose a backend at trace time (``nn.LSTM``: ``mkldnn_rnn_layer``, whose
+backward does not run from an exported graph; ``F.scaled_dot_product_attention``:
+``_scaled_dot_product_flash_attention_for_cpu``, which has no CUDA kernel) take their plain
+ATen path. Run-time kernels are unaffected: ``aten::convolution`` still dispatches to oneDNN
+or cuDNN.
 
 Decompositions: ``decompositions.portable_decompositions()`` (BatchNorm expressed with
 ``native_batch_norm``, which LibTorch 1.13 also has) plus the caller's table, which wins.
@@ -44,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import torch
@@ -52,7 +53,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from . import aot_descriptors
-from .decompositions import portable_decompositions
+from .decompositions import lstm_final_state_fix, portable_decompositions
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
 from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
@@ -97,16 +98,6 @@ def _module_stack(meta: Dict[str, Any]) -> List[str]:
         name = typ.__name__ if isinstance(typ, type) else str(typ).rsplit(".", 1)[-1]
         out.append(f"{fqn}: {name}")
     return out
-
-
-@contextlib.contextmanager
-def _without_onednn() -> Iterator[None]:
-    """oneDNN off while tracing (see the module docstring); its flags() also resets the TF32
-    setting, which warns on builds without Intel GPU support: that warning is noise here."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
-        with torch.backends.mkldnn.flags(enabled=False):
-            yield
 
 
 @contextlib.contextmanager
@@ -163,8 +154,7 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
     grad_mode = torch.enable_grad() if train else torch.no_grad()
     try:
         with _mode(model, train), grad_mode, capturable(model), _views_as_copies(model), \
-                aliases_follow_substitution(model), \
-                _without_onednn(), \
+                aliases_follow_substitution(model), lstm_final_state_fix(), \
                 MetaProvenance(model).recording(), contextlib.ExitStack() as stack:
             if dynamic is not None and has_lstm(model):  # a dynamic length: one pt2rt::lstm
                 stack.enter_context(sequence_ops())

@@ -26,7 +26,8 @@ clones of the running statistics (runtime/batch_norm_stats.h), which gives eager
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+import contextlib
+from typing import Callable, Dict, Iterator
 
 import torch
 
@@ -114,10 +115,59 @@ def _index_put_checked(self, indices, values, accumulate=False):
     return aten.index_put.default(self, indices, values, accumulate)
 
 
+# Attention captured on its math path (portability.py) normalises scores with
+# ``aten::_safe_softmax`` (torch >= 2.5: softmax whose fully masked rows, all -inf, give zeros
+# instead of NaN), which LibTorch 1.13 lacks. Written as ``_softmax`` with those rows filled
+# with zeros — torch._decomp's own decomposition of the op — with ops both LibTorch lines have;
+# the backward stays ``_softmax_backward_data`` (decompositions run below autograd).
+
+def _safe_softmax(self, dim, dtype=None):
+    x = self if dtype is None else aten._to_copy.default(self, dtype=dtype)
+    out = aten._softmax.default(x, dim, False)
+    masked_rows = aten.all.dim(aten.eq.Scalar(x, float("-inf")), dim, True)
+    return aten.masked_fill.Scalar(out, masked_rows, 0.0)
+
+
 def portable_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     """The decomposition table capture_torch2 applies before the caller's (see above)."""
     return {aten._native_batch_norm_legit_functional.default: _legit_functional,
             aten._native_batch_norm_legit_no_training.default: _legit_no_training,
             aten._native_batch_norm_legit.no_stats: _legit_no_stats,
             aten._unsafe_index.Tensor: _index_checked,
-            aten._unsafe_index_put.default: _index_put_checked}
+            aten._unsafe_index_put.default: _index_put_checked,
+            **({aten._safe_softmax.default: _safe_softmax}
+               if hasattr(aten, "_safe_softmax") else {})}
+
+
+# ---------------------------------------------------------------------------
+# torch >= 2 (capture_torch2): torch's own decomposition of nn.LSTM, fixed.
+#
+# ``aten.lstm.input``'s decomposition (torch/_decomp/decompositions.py, ``lstm_impl``) runs
+# ``one_layer_lstm`` per layer, which carries the state as [1, batch, hidden] and returns it
+# with ``hx.squeeze(1)`` — a no-op for batch > 1 — in torch releases up to at least 2.11 (2.14
+# squeezes dim 0). The captured h_n / c_n were then [layers, 1, batch, hidden] where eager's
+# kernel returns [layers, batch, hidden]: a silently different output shape. While tracing,
+# the layer function's final states are squeezed to [batch, hidden]; a release that already
+# returns them so is left as it is.
+
+@contextlib.contextmanager
+def lstm_final_state_fix() -> Iterator[None]:
+    """Wraps ``torch._decomp.decompositions.one_layer_lstm`` for the duration of a trace."""
+    try:
+        from torch._decomp import decompositions as decomp
+    except ImportError:  # torch 1.13: nn.LSTM is traced through its C++ kernel
+        yield
+        return
+    original = getattr(decomp, "one_layer_lstm", None)
+    if original is None:
+        yield
+        return
+
+    def fixed(*args, **kwargs):
+        out, (hx, cx) = original(*args, **kwargs)
+        return out, (hx.squeeze(0) if hx.dim() == 3 else hx, cx.squeeze(0) if cx.dim() == 3 else cx)
+    decomp.one_layer_lstm = fixed
+    try:
+        yield
+    finally:
+        decomp.one_layer_lstm = original

@@ -8,6 +8,7 @@ version and wraps any decoding failure (out-of-range offsets raise inside flatbu
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any, Callable, List, Optional
 
 from . import constants
@@ -126,16 +127,22 @@ def _node(n) -> Node:
 
 def _graph(g) -> Graph:
     values = _vec(g, "Values", lambda v: Value(_s(v.Name()), ValueKind(v.Kind()), _meta(v.Meta()),
-                                               _sym_expr(v.Sym()) if v.Sym() else None))
+                                               _sym_expr(v.Sym()) if v.Sym() else None,
+                                               bool(v.DeviceDependentShape())))
     inputs = _vec(g, "Inputs", lambda i: GraphInput(i.Value(), _input_desc(i.Descriptor())))
     outputs = _vec(g, "Outputs", lambda o: GraphOutput(o.Value(), _output_desc(o.Descriptor())))
     return Graph(GraphRole(g.Role()), values, _vec(g, "Nodes", _node), inputs, outputs)
 
 
+def _optional(x: float) -> Optional[float]:
+    """A double field whose default (absent) is NaN, as None."""
+    return None if math.isnan(x) else x
+
+
 def _tensor_data(t) -> TensorData:
     data = t.DataAsNumpy()
     raw = b"" if isinstance(data, int) else data.tobytes()
-    return TensorData(t.Dtype(), _vec(t, "Sizes"), raw)
+    return TensorData(t.Dtype(), _vec(t, "Sizes"), raw, _optional(t.Float64Rmse()))
 
 
 def _named(n):
@@ -143,8 +150,11 @@ def _named(n):
 
 
 def _grad_sketch(s) -> GradSketch:
+    f64 = s.Float64()
     return GradSketch(_s(s.Name()), s.Dtype(), _vec(s, "Sizes"), s.Norm(), s.Sum(), s.AbsSum(),
-                      s.MaxAbs(), _vec(s, "Projections"))
+                      s.MaxAbs(), _vec(s, "Projections"),
+                      _grad_sketch(f64) if f64 is not None else None,
+                      _optional(s.Float64Rmse()))
 
 
 def _example(e) -> Example:
@@ -186,7 +196,7 @@ def read_program(buf: bytes) -> Program:
         pr = p.Producer()
         producer = Producer() if pr is None else Producer(
             _s(pr.ExporterVersion()), _s(pr.TorchVersion()), _s(pr.PythonVersion()),
-            _s(pr.Capture()))
+            _s(pr.Capture()), _s(pr.CaptureDevice()) or "cpu")
         return Program(
             schema_major=major, schema_minor=minor, producer=producer,
             operators=_vec(p, "Operators",

@@ -1,7 +1,8 @@
 """Plain eager PyTorch on a copy of the model: the ground truth an export is checked against.
 
-``eager_train_run`` and ``eager_eval_outputs`` run ``copy.deepcopy(model)`` exactly as a user
-would — ``model(*args, **kwargs)``, then ``torch.autograd.backward(outputs, ones)`` — never
+``eager_train_run`` and ``eager_eval_outputs`` run ``copy.deepcopy(model)`` (or, where deepcopy
+fails, the model itself with private copies of its tensors swapped in: ``_copy``) exactly as a
+user would — ``model(*args, **kwargs)``, then ``torch.autograd.backward(outputs, ones)`` — never
 through the capture's parameter substitution (``model_call.substituted``), so a capture bug
 (a parameter traced as a constant, a recomputation reading the wrong weights) shows up as a
 difference instead of being reproduced by the references. The user's model is not touched
@@ -22,13 +23,13 @@ from __future__ import annotations
 import contextlib
 import copy
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import torch
 
 from .errors import ExportError
 from .graph_ir import ExportSignature
-from .model_call import flat_outputs, fresh, training_mode
+from .model_call import flat_outputs, fresh, private_state, training_mode
 
 
 REFERENCE_RNG_SEED = 0
@@ -36,9 +37,21 @@ REFERENCE_RNG_SEED = 0
 
 @contextlib.contextmanager
 def _seeded() -> Iterator[None]:
-    with torch.random.fork_rng(devices=[]):
+    """The reference RNG seed, and full float32 precision: TF32 off for cuDNN and cuBLAS
+    (``torch.backends.cudnn.allow_tf32``, ``torch.backends.cuda.matmul.allow_tf32``), so
+    references computed on CUDA are what ``export-cli verify`` (TF32 off by default) checks
+    against; no effect on the CPU."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    tf32 = matmul.allow_tf32
+    with torch.random.fork_rng(devices=[]), cudnn.flags(
+            enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+            allow_tf32=False):
         torch.default_generator.manual_seed(REFERENCE_RNG_SEED)
-        yield
+        matmul.allow_tf32 = False
+        try:
+            yield
+        finally:
+            matmul.allow_tf32 = tf32
 
 
 @dataclass
@@ -59,44 +72,60 @@ class EagerTrainRun:
     buffers: Dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-def _copy(model: torch.nn.Module) -> torch.nn.Module:
+@contextlib.contextmanager
+def _copy(model: torch.nn.Module, dtype: Optional[torch.dtype] = None) -> Iterator[torch.nn.Module]:
+    """A model to run the references on: a deep copy of ``model`` (with ``dtype``, its
+    floating parameters and buffers cast), or — for a model deepcopy refuses, such as one
+    using ``torch.nn.utils.weight_norm`` (its ``weight`` attribute is a non-leaf tensor) —
+    ``model`` itself with private copies swapped in (``model_call.private_state``) and
+    everything put back on exit."""
     try:
-        return copy.deepcopy(model)
-    except Exception as e:  # deepcopy raises whatever the model's attributes raise
-        raise ExportError(f"pt2rt.export: cannot copy {type(model).__name__} to compute the "
-                          f"eager references ({type(e).__name__}: {e}); export with "
-                          "bundle_examples=False") from e
+        m = copy.deepcopy(model)
+    except Exception:  # deepcopy raises whatever the model's attributes raise
+        with private_state(model, dtype) as m:
+            yield m
+        return
+    yield m if dtype is None else m.to(dtype)
+
+
+def _inputs(user_inputs: Sequence[torch.Tensor], dtype: Optional[torch.dtype],
+            grad: bool) -> List[torch.Tensor]:
+    return [fresh(x if dtype is None or not x.is_floating_point() else x.to(dtype),
+                  grad and x.requires_grad) for x in user_inputs]
 
 
 def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
-                    user_inputs: Sequence[torch.Tensor]) -> EagerTrainRun:
-    """Training forward + backward (ones as cotangents) on a copy of ``model``.
+                    user_inputs: Sequence[torch.Tensor],
+                    dtype: Optional[torch.dtype] = None) -> EagerTrainRun:
+    """Training forward + backward (ones as cotangents) on a copy of ``model``; with
+    ``dtype`` (float64 references, ``examples.py``) the copy's floating parameters, buffers
+    and inputs are cast to it first.
 
     Raises:
         ExportError: the model cannot be copied.
         Whatever the model's forward raises.
     """
-    m = _copy(model)
-    xs = [fresh(x, x.requires_grad) for x in user_inputs]
+    xs = _inputs(user_inputs, dtype, True)
     args, kwargs = sig.split(xs)
-    with _seeded(), training_mode(m, True), torch.enable_grad():
+    with _copy(model, dtype) as m, _seeded(), training_mode(m, True), torch.enable_grad():
         outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
         diff = [i for i, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
         if diff:
             torch.autograd.backward([outs[i] for i in diff],
                                     [torch.ones_like(outs[i]) for i in diff])
-    return EagerTrainRun(
-        outputs=[o.detach() for o in outs], diff=diff,
-        param_grads={n: p.grad for n, p in m.named_parameters() if p.requires_grad},
-        input_grads={i: x.grad for i, x in enumerate(xs) if x.requires_grad},
-        buffers={n: b.detach() for n, b in m.named_buffers()})
+        return EagerTrainRun(
+            outputs=[o.detach() for o in outs], diff=diff,
+            param_grads={n: p.grad for n, p in m.named_parameters() if p.requires_grad},
+            input_grads={i: x.grad for i, x in enumerate(xs) if x.requires_grad},
+            buffers={n: b.detach() for n, b in m.named_buffers()})
 
 
 def eager_eval_outputs(model: torch.nn.Module, sig: ExportSignature,
-                       user_inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """Eval-mode outputs under ``torch.no_grad()`` of a copy of ``model``."""
-    m = _copy(model)
-    args, kwargs = sig.split([fresh(x) for x in user_inputs])
-    with _seeded(), training_mode(m, False), torch.no_grad():
+                       user_inputs: Sequence[torch.Tensor],
+                       dtype: Optional[torch.dtype] = None) -> List[torch.Tensor]:
+    """Eval-mode outputs under ``torch.no_grad()`` of a copy of ``model`` (``dtype``: as for
+    ``eager_train_run``)."""
+    args, kwargs = sig.split(_inputs(user_inputs, dtype, False))
+    with _copy(model, dtype) as m, _seeded(), training_mode(m, False), torch.no_grad():
         outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
     return outs

@@ -13,6 +13,10 @@
   metadata, ``params_without_grad``).
 * ``check_tangents``: every output that is differentiable in eager has a ``Tangent`` input in
   the joint graph; otherwise the backward would silently drop the gradient flowing through it.
+* ``check_output_types``: every user output of the captured forward graph has eager's dtype
+  and shape on the example inputs (a decomposition that changes an output's shape — torch
+  2.11's LSTM final states, ``decompositions.lstm_final_state_fix`` — is refused, not
+  exported).
 """
 from __future__ import annotations
 
@@ -20,10 +24,11 @@ from typing import Dict, List, Sequence
 
 import torch
 
+from .annotate import META_KEY
 from .eager_run import EagerTrainRun
-from .descriptors import InputDescriptor, InputKind
+from .descriptors import InputDescriptor, InputKind, OutputKind
 from .errors import CaptureError
-from .graph_ir import WeightKind, WeightSpec
+from .graph_ir import DescribedGraph, WeightKind, WeightSpec
 
 
 def _storage_key(t: torch.Tensor):
@@ -95,3 +100,23 @@ def check_tangents(model: torch.nn.Module, run: EagerTrainRun,
             f"pt2rt.export: forward() outputs {missing} of {type(model).__name__} require grad "
             "in eager PyTorch but the captured backward takes no cotangent for them (the "
             "capture treated them as aliases); their gradient contribution would be lost")
+
+
+def check_output_types(model: torch.nn.Module, run: EagerTrainRun,
+                       forward: DescribedGraph) -> None:
+    """Raises CaptureError naming the first user output whose dtype or shape in the captured
+    forward graph (as run on the example inputs, ``annotate.py``) differs from eager's."""
+    for node, d in zip(forward.output_values(), forward.outputs):
+        if d.kind is not OutputKind.Plain or node is None or d.idx >= len(run.outputs):
+            continue
+        info = node.meta.get(META_KEY)
+        want = run.outputs[d.idx]
+        if info is None or not hasattr(info, "sizes"):
+            continue
+        if tuple(info.sizes) != tuple(want.shape) or info.dtype != want.dtype:
+            raise CaptureError(
+                f"pt2rt.export: forward() output {d.idx} of {type(model).__name__} is "
+                f"{want.dtype} {list(want.shape)} in eager PyTorch but {info.dtype} "
+                f"{list(info.sizes)} in the captured graph (torch {torch.__version__}): a "
+                "decomposition changed the computation; the archive would not reproduce the "
+                "model")

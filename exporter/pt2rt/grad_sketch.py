@@ -118,6 +118,8 @@ def projections(g: torch.Tensor, seed: int, count: int) -> List[float]:
     is then a signed sum of the 256 bucket sums (the same sum in another order: the tolerance's
     ``r`` term covers float64 summation order)."""
     out: List[float] = []
+    if g.numel() == 0:  # torch.bincount of nothing is int64 zeros, whatever the weights
+        return [0.0] * count
     for first in range(0, count, _GROUP):
         m = min(_GROUP, count - first)
         buckets = torch.bincount(_codes(seed, first, m, g.numel()), weights=g, minlength=256)

@@ -165,6 +165,7 @@ class CapturedProgram:
     example_inputs: List[torch.Tensor] = field(default_factory=list)  # flat Plain(i) inputs
     symbols: Any = None  # symbols.SymbolTable of a dynamic-shape export, else None
     eager_train: Any = None  # eager_run.EagerTrainRun on example_inputs (train exports)
+    capture_device: str = "cpu"  # device type the model and inputs were on (portability.py)
 
     def graph(self, role: GraphRole) -> Optional[DescribedGraph]:
         return next((g for g in self.graphs if g.role is role), None)

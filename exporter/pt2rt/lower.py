@@ -20,7 +20,8 @@ Rules (schema/README.md "Compatibility rules", item 9):
   it into a wrapped-number tensor (``at::scalar_to_tensor`` + ``set_wrapped_number(true)``),
   as ATen's Python binding does.
 * Value metadata comes from ``node.meta["pt2rt_val"]`` (``annotate.py``), else
-  ``meta["tensor_meta"]``.
+  ``meta["tensor_meta"]``. Results whose shape differs by device (``portability.py``) are
+  marked ``device_dependent_shape``.
 
 Raises ``ExportError`` for anything the format cannot hold, naming the node.
 """
@@ -37,6 +38,7 @@ from .annotate import META_KEY, TensorInfo
 from .descriptors import InputDescriptor, InputKind
 from .errors import ExportError
 from .graph_ir import DescribedGraph
+from .portability import device_dependent_results
 from .program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Graph, GraphInput,
                          GraphOutput, Node, Operator, TensorMeta, Value, ValueKind)
 from .symbols import is_symint
@@ -342,6 +344,8 @@ class GraphLowering:
             vals = list(vals) if isinstance(vals, (list, tuple)) else [None] * len(infos)
             outputs = [self._new_value(f"{node.name}.{i}", infos[i], val=vals[i])
                        for i in range(len(schema.returns))]
+            for i in device_dependent_results(target, node.args, node.kwargs):
+                self.values_[outputs[i]].device_dependent_shape = True
             self.vid_[node] = outputs
         self.nodes_.append(Node(op, args, outputs, self._debug(node)))
 

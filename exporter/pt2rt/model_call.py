@@ -26,7 +26,7 @@ storage with a parameter or buffer fails the export.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -168,3 +168,49 @@ def flat_outputs(out, what: str) -> Tuple[List[torch.Tensor], object]:
             raise ExportError(f"pt2rt.export: {what} output {i} has layout {leaf.layout}; only "
                               "strided (dense) tensors can be exported")
     return leaves, spec
+
+
+@contextlib.contextmanager
+def private_state(model: torch.nn.Module,
+                  dtype: Optional[torch.dtype] = None) -> Iterator[torch.nn.Module]:
+    """``model`` itself with private copies of its state, for runs that must leave it as it
+    was (the eager references of a model ``copy.deepcopy`` refuses): every parameter and buffer
+    gets a clone of its data (floating ones cast to ``dtype`` when given) and no ``.grad``;
+    every submodule's attributes (``__dict__``: plain tensor attributes such as
+    ``weight_norm``'s ``weight``, counters) and training flag are saved. On exit the original
+    data, gradients, attributes and flags are put back; what a run computed stays with the
+    values it returned."""
+    tensors = list({id(t): t for t in list(model.parameters()) + list(model.buffers())}.values())
+    saved = [(t, t.data, t.grad if isinstance(t, torch.nn.Parameter) else None) for t in tensors]
+    try:
+        with restored_attributes(model):
+            for t in tensors:
+                data = t.data.clone()
+                if dtype is not None and data.is_floating_point():
+                    data = data.to(dtype)
+                t.data = data
+                if isinstance(t, torch.nn.Parameter):
+                    t.grad = None
+            yield model
+    finally:
+        for t, data, grad in saved:
+            t.data = data
+            if isinstance(t, torch.nn.Parameter):
+                t.grad = grad
+
+
+@contextlib.contextmanager
+def restored_attributes(model: torch.nn.Module) -> Iterator[None]:
+    """Every submodule's attributes (``__dict__``, shallow: its parameter, buffer and module
+    tables are the same objects) and training flag put back on exit. Forward pre-hooks that
+    store a computed tensor as an attribute (``torch.nn.utils.weight_norm``'s ``weight``)
+    would otherwise keep what a trace or a reference run left there — a fake tensor after a
+    torch 2.x capture."""
+    attributes = [(m, dict(m.__dict__), m.training) for m in model.modules()]
+    try:
+        yield
+    finally:
+        for m, attrs, training in attributes:
+            m.__dict__.clear()
+            m.__dict__.update(attrs)
+            m.training = training

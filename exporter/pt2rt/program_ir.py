@@ -107,6 +107,7 @@ class Value:
     kind: ValueKind = ValueKind.Tensor
     meta: Optional[TensorMeta] = None
     sym: Optional[SymExpr] = None
+    device_dependent_shape: bool = False  # schema 1.5 (portability.py)
 
 
 @dataclass
@@ -197,6 +198,7 @@ class TensorData:
     dtype: int
     sizes: List[int]
     data: bytes
+    float64_rmse: Optional[float] = None  # schema 1.5, references: RMSE against eager float64
 
 
 @dataclass
@@ -212,6 +214,8 @@ class GradSketch:
     abs_sum: float
     max_abs: float
     projections: List[float] = field(default_factory=list)
+    float64: Optional["GradSketch"] = None  # schema 1.5: the eager float64 gradient's sketch
+    float64_rmse: Optional[float] = None    # schema 1.5: RMSE(this gradient, float64's)
 
 
 @dataclass
@@ -238,6 +242,7 @@ class Producer:
     torch_version: str = ""
     python_version: str = ""
     capture: str = ""
+    capture_device: str = "cpu"  # schema 1.5
 
 
 @dataclass

@@ -11,6 +11,8 @@ files and the bundled examples, and offers:
 * ``train_step(*args, grad_outputs=None, **kwargs)`` — forward + backward, as one eager
   training forward and ``autograd.grad`` would give: outputs, gradients by FQN (user inputs
   as ``"input:<i>"``), buffers after the step (InputMutation values applied);
+* ``module()`` (``archive_module.py``): the archive as a ``torch.nn.Module``, like
+  torch.export's ``ExportedProgram.module()``;
 * ``signature`` (``signature.py``): names, dtypes and shapes (symbolic dims with their
   ranges) of the user inputs and outputs; ``named_outputs(outputs)`` pairs outputs with their
   names (``Program.output_names``).
@@ -270,6 +272,14 @@ class LoadedArchive:
                 ex.grad_sketch_seed = r.grad_sketch_seed
             out.append(ex)
         return out
+
+    def module(self) -> "ArchiveModule":
+        """The archive as a ``torch.nn.Module`` (``archive_module.py``; torch.export's
+        ``ExportedProgram.module()``): original input and output structure, weights at their
+        FQNs, eval() the inference graph, train() the forward graph with the backward graph as
+        its autograd backward. The module owns this archive's weight tensors from then on."""
+        from .archive_module import ArchiveModule
+        return ArchiveModule(self)
 
     def summary(self) -> str:
         """A short human-readable description (graphs, node counts, weights, bytes)."""

@@ -175,7 +175,8 @@ class _Writer:
         name = self.string(v.name)
         meta = self.tensor_meta(v.meta) if v.meta is not None else None
         sym = self.sym_expr(v.sym) if v.sym is not None else None
-        return self.table("Value", Name=name, Kind=int(v.kind), Meta=meta, Sym=sym)
+        return self.table("Value", Name=name, Kind=int(v.kind), Meta=meta, Sym=sym,
+                          DeviceDependentShape=True if v.device_dependent_shape else None)
 
     def argument(self, a: Argument) -> int:
         try:
@@ -259,17 +260,19 @@ class _Writer:
     def tensor_data(self, t: TensorData) -> int:
         data = self.aligned_bytes(t.data)
         return self.table("TensorData", Dtype=t.dtype, Sizes=self.scalars(t.sizes, "int64"),
-                          Data=data)
+                          Data=data, Float64Rmse=t.float64_rmse)
 
     def named(self, items: Sequence[Tuple[str, TensorData]]) -> int:
         return self.offsets([self.table("NamedTensor", Name=self.string(n),
                                         Tensor=self.tensor_data(t)) for n, t in items])
 
     def grad_sketch(self, s: GradSketch) -> int:
+        f64 = self.grad_sketch(s.float64) if s.float64 is not None else None
         return self.table("GradSketch", Name=self.string(s.name), Dtype=s.dtype,
                           Sizes=self.scalars(s.sizes, "int64"), Norm=s.norm, Sum=s.sum,
                           AbsSum=s.abs_sum, MaxAbs=s.max_abs,
-                          Projections=self.scalars(s.projections, "double"))
+                          Projections=self.scalars(s.projections, "double"), Float64=f64,
+                          Float64Rmse=s.float64_rmse)
 
     def example(self, e: Example) -> int:
         refs = None
@@ -293,7 +296,8 @@ class _Writer:
         producer = self.table("Producer", ExporterVersion=self.string(pr.exporter_version),
                               TorchVersion=self.string(pr.torch_version),
                               PythonVersion=self.string(pr.python_version),
-                              Capture=self.string(pr.capture))
+                              Capture=self.string(pr.capture),
+                              CaptureDevice=self.string(pr.capture_device))
         ops = self.offsets([self.table("Operator", Name=self.string(o.name),
                                        Overload=self.string(o.overload),
                                        Schema=self.string(o.schema)) for o in p.operators])
@@ -370,7 +374,8 @@ def build_program(captured: CapturedProgram, examples: Sequence[Example] = ()
               for g in captured.graphs]
     weights, blobs = weight_table(captured.weights)
     producer = Producer(exporter_version=__version__, torch_version=str(torch.__version__),
-                        python_version=platform.python_version(), capture=captured.capture)
+                        python_version=platform.python_version(), capture=captured.capture,
+                        capture_device=captured.capture_device)
     metadata = dict(captured.metadata)
     if captured.partitioner:
         metadata.setdefault("partitioner", captured.partitioner)

@@ -3,7 +3,7 @@
 // The C++ counterpart of AOTAutograd's aot_compile_joint_with_descriptors:
 //   * training mode (is_training() and grad mode enabled): forward() runs one
 //     torch::autograd::Function whose forward executes the forward graph and whose
-//     backward executes the backward graph (shared/reference/extending-func-autograd-function.txt);
+//     backward executes the backward graph (PyTorch docs, "Extending torch.func with autograd.Function");
 //     parameters are leaf tensors, so `loss.backward()` fills `.grad()` and any
 //     torch::optim optimizer works on parameters(). Mutated buffers (InputMutation
 //     outputs, e.g. BatchNorm running_mean/running_var/num_batches_tracked) are copied

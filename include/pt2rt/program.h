@@ -7,8 +7,8 @@
 // by the execution plans of all graphs and by every thread.
 //
 // Descriptors follow AOTAutograd's AOTInput/AOTOutput
-// (torch._functorch._aot_autograd.descriptors; shared/reference/joint-with-descriptors.txt):
-// a graph's calling convention is given by its descriptors, never by position.
+// (torch._functorch._aot_autograd.descriptors; PyTorch docs,
+// "aot_export_joint_with_descriptors"): a graph's calling convention is given by its descriptors, never by position.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -18,6 +18,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -91,6 +92,11 @@ struct Value {
   ValueKind kind = ValueKind::Tensor;
   std::optional<TensorMeta> meta;   ///< set for Tensor values
   std::optional<SymExpr> sym;       ///< set for SymInt/SymFloat/SymBool values
+  /// Schema 1.5: a result whose shape legitimately differs between devices (eval-mode
+  /// BatchNorm's save_mean/save_invstd, _embedding_bag's offset2bag and max_indices): `meta`
+  /// holds what the exporting device made; the runtime checks its dtype and a size bound
+  /// instead of these sizes (runtime/result_check.h).
+  bool device_dependent_shape = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -259,6 +265,10 @@ struct TensorData {
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> sizes;
   std::vector<uint8_t> data;
+  /// Schema 1.5, references only: root-mean-square difference between this float32 eager
+  /// reference and eager PyTorch's float64 result; NaN when not recorded (schema/README.md
+  /// "The float64 rule").
+  double float64_rmse = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// A gradient summarised in float64 (schema 1.2): norm, sum, abs sum, max abs and seeded
@@ -273,6 +283,12 @@ struct GradSketch {
   double abs_sum = 0.0;  ///< sum |g[j]|
   double max_abs = 0.0;  ///< max |g[j]|
   std::vector<double> projections;  ///< projections[k] = sum_j sign_k(j) * g[j]
+  /// Schema 1.5: the same statistics of eager PyTorch's float64 gradient (null: not
+  /// recorded); "The float64 rule" of schema/README.md.
+  std::shared_ptr<const GradSketch> float64;
+  /// Schema 1.5: root-mean-square difference between this (eager float32) gradient and eager
+  /// PyTorch's float64 one; NaN: not recorded.
+  double float64_rmse = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct ExampleReferences {
@@ -300,6 +316,9 @@ struct Producer {
   std::string torch_version;
   std::string python_version;
   std::string capture;
+  /// Schema 1.5: device type the model was on at export ("cpu", "cuda"); where the eager
+  /// references were computed. The graphs run on any device.
+  std::string capture_device = "cpu";
 };
 
 /// The whole decoded program. Weight bytes are not here (see weights.h).

@@ -1,7 +1,7 @@
 // pt2rt/queries.h — AOTAutograd's FX-utility queries over a loaded Program.
 //
 // C++ counterparts of torch._functorch._aot_autograd.fx_utils
-// (shared/reference/joint-with-descriptors.txt). AOTAutograd answers them on one joint FX
+// (PyTorch docs, "aot_export_joint_with_descriptors"). AOTAutograd answers them on one joint FX
 // graph; a pt2rt archive stores the joint partitioned into a forward and a backward graph,
 // so an "input node" is a forward-graph input (the inference graph's when the archive has
 // no forward graph), a "grad node" the backward-graph output whose descriptor is

@@ -24,7 +24,7 @@ def rewrite_archive(src, dst, edit):
 def test_fresh_export_verifies(cli, archives, name):
     r = cli.ok("verify", archives.get(name).path)
     assert "OK:" in r.out
-    assert "max abs err" in r.out and "FAIL" not in r.out
+    assert "max |diff|" in r.out and "FAIL" not in r.out
 
 
 def test_mapped_load_verifies_alike(cli, archives):
@@ -245,3 +245,78 @@ def test_no_examples_exits_1_unless_allowed(cli, tmp_path):
     r = cli("verify", path)
     assert r.rc == 1 and "no bundled examples" in r.out and "--allow-no-examples" in r.out
     assert "nothing to verify" in cli.ok("verify", path, "--allow-no-examples").out
+
+
+def _noisy_output(recorded_rmse):
+    """Output 0's reference moved by ±1e-4 per element (RMSE 1e-4, over assert_close's atol of
+    1e-5 for float32), recording eager float32's RMSE from float64 as `recorded_rmse`."""
+    def edit(program):
+        ref = program.examples[0].references
+        t = tensor_of(ref.outputs[0])
+        signs = torch.ones(t.numel())
+        signs[1::2] = -1
+        data = tensor_data(t + 1e-4 * signs.view_as(t))
+        data.float64_rmse = recorded_rmse
+        ref.outputs[0] = data
+    return edit
+
+
+@pytest.mark.parametrize("recorded, passes", [(1e-4, True), (2e-5, False), (None, False)])
+def test_float64_rule(cli, archives, tmp_path, recorded, passes):
+    """schema/README.md "The float64 rule": a result outside the tolerance passes when it is
+    within 2 x eager float32's recorded distance from float64 (+ atol/10) of the reference."""
+    path = tmp_path / "noisy.pt2"
+    rewrite_archive(archives.get("mlp").path, path, _noisy_output(recorded))
+    r = cli("verify", path)
+    row = next(line for line in r.out.splitlines() if line.startswith("example0 output[0]"))
+    if passes:
+        assert r.rc == 0, str(r)
+        assert "pass" in row and "float64 rule: rmse" in row and "<= 2.01e-04" in row, row
+        assert "float64 rule: 1 check(s)" in r.out
+    else:
+        assert r.rc == 1, str(r)
+        assert "FAIL" in row, row
+
+
+def test_tolerance_options(cli, archives, tmp_path):
+    bad = tmp_path / "bumped.pt2"
+    rewrite_archive(archives.get("cnn_bn").path, bad, _bump_output)  # one element + 0.5
+    assert cli("verify", bad).rc == 1
+    r = cli.ok("verify", bad, "--atol", "0.6")
+    assert "OK:" in r.out
+    assert cli("verify", bad, "--rtol", "1e-3").rc == 1  # 0.5 is not within 1e-3 relative
+    for option, value in (("--rtol", "-1"), ("--atol", "nan"), ("--atol", "inf")):
+        r = cli("verify", bad, option, value)
+        assert r.rc == 2 and len(r.err.strip().splitlines()) == 1, str(r)
+        assert option in r.err or f"'{value}'" in r.err or f"‘{value}’" in r.err, str(r)
+
+
+def test_tf32_is_off_while_verifying_unless_allowed(cli, archives):
+    """verify's summary reads LibTorch's TF32 switches (at::Context, cuDNN and cuBLAS) while
+    it runs: off by default — the references are full float32 — on with --allow-tf32. On a
+    CPU the switches change nothing, but they are the same switches."""
+    path = archives.get("mlp").path
+    assert cli.ok("verify", path).out.splitlines()[-1].endswith("TF32 off)")
+    assert cli.ok("verify", path, "--allow-tf32").out.splitlines()[-1].endswith("TF32 on)")
+
+
+def test_cross_device_references_take_pytorchs_cross_device_tolerance(cli, archives, tmp_path):
+    """References computed on another device type (Producer.capture_device): floating
+    tolerances at least rtol = atol = 1e-3, PyTorch's CPU-vs-CUDA consistency tolerance. Here
+    the archive says its references come from CUDA and one output is off by 5e-4."""
+    def moved(device):
+        def edit(program):
+            program.producer.capture_device = device
+            ref = program.examples[0].references
+            t = tensor_of(ref.outputs[0])
+            t.view(-1)[0] += 5e-4
+            ref.outputs[0] = tensor_data(t)
+        return edit
+    same, cross = tmp_path / "same.pt2", tmp_path / "cross.pt2"
+    rewrite_archive(archives.get("mlp").path, same, moved("cpu"))
+    rewrite_archive(archives.get("mlp").path, cross, moved("cuda"))
+    r = cli("verify", same)
+    assert r.rc == 1 and "cross-device" not in r.out, str(r)
+    r = cli.ok("verify", cross)
+    assert "cross-device: the references were computed on cuda, this runs on cpu" in r.out
+    assert cli("verify", cross, "--atol", "1e-5", "--rtol", "1.3e-6").rc == 1  # options win

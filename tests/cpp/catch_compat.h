@@ -19,14 +19,18 @@
 #include <c10/util/Logging.h>
 #undef CHECK
 
-#if __has_include(<catch2/catch_test_macros.hpp>)  // Catch2 v3
+// PT2RT_CATCH2_V3 comes from CMake (the Catch2 it found), not from __has_include: a machine
+// may have another major version's headers on its system include path.
+#if defined(PT2RT_CATCH2_V3) ? PT2RT_CATCH2_V3 : __has_include(<catch2/catch_test_macros.hpp>)
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/internal/catch_test_registry.hpp>
 #include <catch2/matchers/catch_matchers_predicate.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#undef PT2RT_CATCH2_V3
 #define PT2RT_CATCH2_V3 1
 #else  // Catch2 v2
 #include <catch2/catch.hpp>
+#undef PT2RT_CATCH2_V3
 #define PT2RT_CATCH2_V3 0
 #endif
 

@@ -252,3 +252,31 @@ def test_non_persistent_buffer_flag(tmp_path):
     assert flags["count"] == (WeightKind.Buffer, True)
     assert flags["0.weight"] == (WeightKind.Parameter, True)
     assert loaded.program.metadata["output_spec"] == "*"
+
+
+def test_a_model_deepcopy_refuses_exports_and_is_left_as_it_was(tmp_path):
+    """torch.nn.utils.weight_norm keeps `weight` as a non-leaf tensor attribute, which
+    copy.deepcopy refuses: the eager references run on the model itself with private copies
+    of its state swapped in (model_call.private_state), and everything is put back."""
+    import warnings
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # weight_norm's deprecation (torch 2.x)
+        conv = torch.nn.utils.weight_norm(torch.nn.Conv1d(3, 4, 3))
+    model = torch.nn.Sequential(conv, torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(24, 2))
+    x = torch.randn(2, 3, 8)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    weight = conv.weight
+    exported = pt2rt.export(model, (x,))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert conv.weight is weight and all(p.grad is None for p in model.parameters())
+    exported.save(str(tmp_path / "wn.pt2"))
+    loaded = pt2rt.load(str(tmp_path / "wn.pt2"))
+    torch.testing.assert_close(loaded.run_inference(x)[0], model.eval()(x))
+    model.train()
+    out = model(x)
+    out.backward(torch.ones_like(out))
+    grads = loaded.train_step(x).grads
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(grads[name], p.grad)
+    assert not loaded.examples()[0].check_grads(grads)  # the bundled references agree

@@ -186,3 +186,43 @@ def test_tied_weights_merge_into_one_parameter(partitioner, tmp_path):
     step = pt2rt.load(path).train_step(x)
     model(x).sum().backward()
     torch.testing.assert_close(step.grads["enc.weight"], model.enc.weight.grad)
+
+
+def _lstm_2_11(monkeypatch):
+    """torch 2.11's one_layer_lstm returned the final states as [1, batch, hidden] (hx.squeeze(1)
+    of [1, batch, hidden]); this torch's is replaced by one that does the same."""
+    from torch._decomp import decompositions as decomp
+    original = decomp.one_layer_lstm
+
+    def as_in_2_11(*args, **kwargs):
+        out, (hx, cx) = original(*args, **kwargs)
+        widen = lambda t: t.unsqueeze(0) if t.dim() == 2 and t.shape[0] > 1 else t  # noqa: E731
+        return out, (widen(hx), widen(cx))
+    monkeypatch.setattr(decomp, "one_layer_lstm", as_in_2_11)
+
+
+def test_lstm_final_states_keep_eagers_shape_under_torch_2_11s_decomposition(monkeypatch,
+                                                                              tmp_path):
+    import zoo_models
+    _lstm_2_11(monkeypatch)
+    model, args = zoo_models.lstm_state()
+    exported = pt2rt.export(model, args)
+    exported.save(str(tmp_path / "l.pt2"))
+    loaded = pt2rt.load(str(tmp_path / "l.pt2"))
+    got = loaded.run_inference(*args)
+    with torch.no_grad():
+        y, (h, c) = model.eval()(*args)
+    assert [tuple(t.shape) for t in got] == [tuple(y.shape), tuple(h.shape), tuple(c.shape)]
+    torch.testing.assert_close(got[1], h)
+
+
+def test_a_decomposition_that_changes_an_output_shape_is_refused(monkeypatch):
+    import contextlib
+    import zoo_models
+    from pt2rt import capture_torch2
+    from pt2rt.errors import CaptureError
+    _lstm_2_11(monkeypatch)
+    monkeypatch.setattr(capture_torch2, "lstm_final_state_fix", contextlib.nullcontext)
+    model, args = zoo_models.lstm_state()
+    with pytest.raises(CaptureError, match=r"output 1 .* \[2, 2, 5\] in eager .* \[2, 1, 2, 5\]"):
+        pt2rt.export(model, args)

@@ -67,3 +67,15 @@ def test_bad_usage_and_export_errors(tmp_path):
     proc = _run("save", str(tmp_path / "bad.py") + ":build", str(tmp_path / "x.pt2"))
     assert proc.returncode == 1 and "torch.nn.Module" in proc.stderr
     assert not (tmp_path / "x.pt2").exists()
+
+
+def test_save_with_a_dynamic_dim_prints_its_summary(tmp_path):
+    """The summary after `save --dynamic` counted saved activations by their static sizes and
+    crashed on a SymInt saved for backward ('NoneType' object has no attribute 'sizes') after
+    the archive was written."""
+    out = tmp_path / "dyn.pt2"
+    proc = _run("save", os.path.join("examples", "digits", "model.py") + ":build", str(out),
+                "--dynamic", "x:0=batch[1,64]")
+    assert proc.returncode == 0, proc.stderr
+    assert "saved for backward:" in proc.stdout and "Traceback" not in proc.stderr
+    assert pt2rt.load(str(out)).program.range_constraints[0].max == 64

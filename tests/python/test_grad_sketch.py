@@ -125,3 +125,13 @@ def test_archive_forms_and_sizes(tmp_path):
           f"({100 * grow['full'] / weights:.1f} %)")
     assert grow["sketch"] <= 0.05 * weights
     assert grow["full"] >= weights
+
+
+def test_an_empty_gradient_sketches_to_zeros():
+    """A zero-element parameter (or a zero-size dim) has a zero-element gradient: every
+    statistic is 0 (torch.bincount of nothing is int64 zeros, which the float64 projection
+    product refused: OpInfo's roll, unfold, svd, ... with empty samples)."""
+    s = gs.compute("empty", torch.zeros(0, 3))
+    assert (s.norm, s.sum, s.abs_sum, s.max_abs) == (0.0, 0.0, 0.0, 0.0)
+    assert s.projections == [0.0] * gs.DEFAULT_PROJECTIONS
+    assert gs.check_tensor(torch.zeros(0, 3), s, gs.DEFAULT_SEED) is None

@@ -75,4 +75,34 @@ TEST_CASE("grad_sketch: close gradients pass, wrong ones fail", "[grad_sketch]")
   CHECK_FALSE(check(g.to(at::kDouble), ref).pass);
 }
 
+TEST_CASE("grad_sketch: the float64 rule passes eager-sized rounding, not wrong gradients",
+          "[grad_sketch][float64]") {
+  // A gradient whose float32 reference is 1e-4 (relative) from float64 — a model that
+  // amplifies rounding — and a runtime result as far from float64 in another direction (other
+  // kernels' rounding): outside the plain tolerance, within the float64 rule.
+  at::manual_seed(1);
+  const at::Tensor g64 = at::randn({64, 32}, at::kDouble) * 1000;
+  const at::Tensor g32 = (g64 * (1 + 1e-4 * at::randn_like(g64))).to(at::kFloat);
+  const at::Tensor other = (g64 * (1 + 1e-4 * at::randn_like(g64))).to(at::kFloat);
+  GradSketch ref = compute_grad_sketch("w", g32, kGradSketchSeed, kGradSketchProjections);
+  const GradSketchCheck plain = check(other, ref);
+  REQUIRE_FALSE(plain.pass);  // the plain rule alone refuses it
+  CHECK_FALSE(plain.by_float64);
+
+  ref.float64 = std::make_shared<const GradSketch>(
+      compute_grad_sketch("w", g64, kGradSketchSeed, kGradSketchProjections));
+  ref.float64_rmse = (g32.to(at::kDouble) - g64).pow(2).mean().sqrt().item<double>();
+  const GradSketchCheck with64 = check(other, ref);
+  CHECK(with64.pass);
+  CHECK(with64.by_float64);
+  CHECK(check(g32, ref).pass);
+  // Wrong gradients stay wrong: scaled, permuted, shifted.
+  CHECK_FALSE(check(other * 1.01, ref).pass);
+  CHECK_FALSE(check(other.flatten().flip(0).view_as(other), ref).pass);
+  CHECK_FALSE(check(other + 1.0, ref).pass);
+  // Without the recorded distance the rule has nothing to go by.
+  ref.float64_rmse = std::numeric_limits<double>::quiet_NaN();
+  CHECK_FALSE(check(other, ref).pass);
+}
+
 }  // namespace pt2rt

@@ -120,6 +120,23 @@ TEST_CASE("argument kinds that do not fit the runtime schema are FormatErrors", 
   }
 }
 
+TEST_CASE("a None for a plain Tensor argument is an undefined tensor, as LibTorch converts it",
+          "[plan][device]") {
+  // FX records `None` where a backward op's plain `Tensor` input is absent (CUDA efficient
+  // attention's attn_bias); LibTorch's own Python -> IValue conversion passes an undefined
+  // tensor there. The plan builds; a kernel that needs the tensor fails with ExecutionError.
+  ProgramBuilder pb;
+  auto g = pb.graph(GraphRole::Inference);
+  ValueId a = g.input(plain(0), tensor_value("a", at::kFloat, {3}));
+  ValueId b = g.node("aten::add", "Tensor", {tensor_arg(a), arg(NoneArg{})},
+                     {tensor_value("b", at::kFloat, {3})}, "add_none")[0];
+  g.output(plain_out(0), b);
+  std::unique_ptr<ExecutionPlan> plan;
+  REQUIRE_NOTHROW(plan = build(pb.program()));  // a FormatError ("gives a None") before
+  REQUIRE_THROWS_AS(plan->run({at::ones({3})}), ExecutionError);
+  REQUIRE_THROWS_WITH(plan->run({at::ones({3})}), Contains("'add_none'"));
+}
+
 TEST_CASE("a Python number for a Tensor argument becomes a wrapped-number tensor", "[plan]") {
   ProgramBuilder pb;
   auto g = pb.graph(GraphRole::Inference);

@@ -1,0 +1,160 @@
+"""Device portability of exported archives (exporter/pt2rt/portability.py), checked on the CPU:
+no device-specific kernel family in any graph, results whose shape depends on the device
+marked, kernel-choice guards that do not narrow a Dim, float64 references, and the capture
+device recorded. The GPU side (archives captured on the CPU run on CUDA, archives captured on
+CUDA run on the CPU) is scripts/gpu-check.sh's (scripts/device_sweep.py)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import pt2rt
+from pt2rt import portability
+from pt2rt.errors import CaptureError
+from pt2rt.graph_ir import GraphRole
+
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+def _op_names(exported):
+    p = exported.program
+    return {p.operators[n.op].name for g in p.graphs for n in g.nodes}
+
+
+def _marked(exported, role):
+    g = exported.program.graph(role)
+    return {v.name for v in g.values if v.device_dependent_shape}
+
+
+def test_attention_exports_without_device_specific_kernels(tmp_path):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+    x = torch.randn(2, 5, 32)
+    exported = pt2rt.export(model, (x,))
+    names = _op_names(exported)
+    assert not [n for n in names if portability.device_specific(n)], names
+    assert not [n for n in names if "attention" in n], names
+    path = tmp_path / "t.pt2"
+    exported.save(str(path))
+    loaded = pt2rt.load(str(path))
+    want = copy.deepcopy(model).eval()(x)
+    torch.testing.assert_close(loaded.run_inference(x)[0], want)
+
+
+@pytest.mark.parametrize("name, portable", [
+    ("aten::_scaled_dot_product_flash_attention_for_cpu", False),
+    ("aten::_scaled_dot_product_efficient_attention_backward", False),
+    ("aten::cudnn_batch_norm", False), ("aten::miopen_rnn", False),
+    ("aten::mkldnn_rnn_layer", False), ("aten::_thnn_fused_lstm_cell", False),
+    ("aten::_nnpack_spatial_convolution", False), ("aten::_fused_dropout", False),
+    ("aten::convolution", True), ("aten::native_batch_norm", True), ("aten::_softmax", True),
+    ("aten::_safe_softmax", True), ("aten::addmm", True), ("aten::lstm", True)])
+def test_device_specific_families(name, portable):
+    assert portability.device_specific(name) is not portable
+
+
+@pytest.mark.skipif(not TORCH2, reason="calls a torch 2.x CPU-only attention kernel")
+def test_a_device_specific_op_is_refused_at_export_naming_it():
+    class CpuOnlyAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x):
+            q = self.proj(x).unsqueeze(1)
+            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)[0]
+
+    with pytest.raises(CaptureError, match="_scaled_dot_product_flash_attention_for_cpu"):
+        pt2rt.export(CpuOnlyAttention(), (torch.randn(2, 4, 8),))
+
+
+def test_results_whose_shape_depends_on_the_device_are_marked(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+    exported = pt2rt.export(model, (torch.randn(2, 1, 6, 6),))
+    # eval-mode batch norm (inference graph): save_mean and save_invstd only
+    assert _marked(exported, GraphRole.Inference) == {"native_batch_norm.1", "native_batch_norm.2"}
+    assert _marked(exported, GraphRole.Forward) == set()  # training mode: [C] on every device
+    path = tmp_path / "bn.pt2"
+    exported.save(str(path))
+    loaded = pt2rt.load(str(path))
+    assert _marked(loaded, GraphRole.Inference) == {"native_batch_norm.1", "native_batch_norm.2"}
+
+    class Bags(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bag = nn.EmbeddingBag(10, 3, mode="sum")
+
+        def forward(self, idx, offsets):
+            return self.bag(idx, offsets)
+    bags = pt2rt.export(Bags(), (torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2])))
+    marked = set()
+    for role in (GraphRole.Inference, GraphRole.Forward):
+        g = bags.program.graph(role)
+        for node in g.nodes:
+            if bags.program.operators[node.op].name.startswith("aten::_embedding_bag"):
+                marked |= {k for k, v in enumerate(node.outputs) if g.values[v].device_dependent_shape}
+    assert marked == {1, 3}  # offset2bag, max_indices
+
+
+@pytest.mark.skipif(not TORCH2, reason="the torch 2.x capture's fake convolution")
+def test_a_kernel_choice_guard_does_not_narrow_a_dim(monkeypatch, tmp_path):
+    """pip torch 2.11's fake convolution asks _select_conv_backend which CPU kernel eager would
+    run; NNPACK's `batch >= 16` condition became a guard and `Dim("batch", 1, 1024)` was
+    refused ("the model only works for batch in [16, 1024]"). The same kind of guard is
+    injected here: the capture evaluates backend choices at the hints, so the Dim keeps its
+    range and the archive matches eager at both ends of it."""
+    calls = []
+    original = torch._C._select_conv_backend
+
+    def guarded(*args, **kwargs):
+        calls.append(1)
+        if args[0].shape[0] >= 16:  # a Python comparison of a SymInt: a guard when symbolic
+            pass
+        return original(*args, **kwargs)
+    monkeypatch.setattr(torch._C, "_select_conv_backend", guarded)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(4 * 8 * 8, 10))
+    batch = pt2rt.Dim("batch", min=1, max=1024)
+    exported = pt2rt.export(model, (torch.randn(32, 1, 8, 8),), dynamic_shapes={"input": {0: batch}})
+    assert calls, "the injected guard was never reached: the test no longer tests the capture"
+    (rc,) = exported.program.range_constraints
+    assert (rc.min, rc.max) == (1, 1024)
+    exported.save(str(tmp_path / "m.pt2"))
+    loaded = pt2rt.load(str(tmp_path / "m.pt2"))
+    eager = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        for n in (1, 1024):
+            x = torch.randn(n, 1, 8, 8)
+            torch.testing.assert_close(loaded.run_inference(x)[0], eager(x))
+
+
+def test_references_record_their_distance_from_float64():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(4 * 4 * 4, 3))
+    refs = pt2rt.export(model, (torch.randn(2, 1, 6, 6),)).program.examples[0].references
+    rmse = [t.float64_rmse for t in refs.outputs + refs.train_outputs]
+    assert all(0 <= e < 1e-5 for e in rmse), rmse
+    buffers = dict(refs.buffers)
+    assert 0 <= buffers["1.running_var"].float64_rmse < 1e-5
+    assert buffers["1.num_batches_tracked"].float64_rmse is None  # an integer buffer
+    for s in refs.grad_sketches:
+        assert s.float64 is not None and s.float64.sizes == s.sizes
+        assert len(s.float64.projections) == len(s.projections)
+        assert abs(s.float64.norm - s.norm) <= 1e-5 * max(1.0, s.norm)
+    off = pt2rt.export(model, (torch.randn(2, 1, 6, 6),), float64_references=False)
+    refs = off.program.examples[0].references
+    assert all(t.float64_rmse is None for t in refs.outputs)
+    assert all(s.float64 is None for s in refs.grad_sketches)
+
+
+def test_the_capture_device_is_recorded():
+    exported = pt2rt.export(nn.Linear(3, 2), (torch.randn(4, 3),))
+    assert exported.program.producer.capture_device == "cpu"
