@@ -19,7 +19,7 @@
 //                   (LoadOptions::map_weights) and memory-mapped for serving
 //                   (+ LoadOptions::inference_only), vs torch::jit::load of the trace
 // and prints every figure with the pt2rt ÷ peer ratios. Intra-op threads: 1 (--threads).
-// Not a test: it prints figures. README.md ("Performance") has numbers from one run.
+// Not a test: it prints figures. docs/performance.md has the current figures.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>

@@ -357,7 +357,13 @@ int cmd_train(int argc, char** argv) {
     opts.save(model, *optimizer, s.device, gen, epochs, optimizer_steps,
               result["save"].as<std::string>());
     std::cout << "saved " << result["save"].as<std::string>() << "\n";
+  } else if (dist.saves()) {
+    std::cerr << "export-cli train: note: no --save, so the trained weights are discarded "
+                 "(--save tuned.pt2 keeps them"
+              << (result.count("resume") ? ", with the training state to --resume from)" : ")")
+              << "\n";
   }
+
   return kExitOk;
 }
 

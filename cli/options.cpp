@@ -1,16 +1,63 @@
 // cli/options.cpp — cxxopts parsing helpers shared by the subcommands.
 #include "options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <vector>
 
+#include "pt2rt/text.h"
+
 namespace pt2rt::cli {
+
+namespace {
+
+/// Whether `argv` holds `--name=value` literally (a value that starts with '-' given on
+/// purpose).
+bool given_inline(const std::string& name, const std::string& value, int argc, char** argv) {
+  const std::string token = "--" + name + "=" + value;
+  for (int i = 1; i < argc; ++i) {
+    if (token == argv[i]) return true;
+  }
+  return false;
+}
+
+/// Strict parsing, as argparse and cxxopts' own checks do for unknown options: an extra
+/// positional word, or an option whose value is the next option (`--outputs --train` took
+/// "--train" as the file name), is a usage error naming it.
+void check_strict(const cxxopts::Options& options, const cxxopts::ParseResult& result, int argc,
+                  char** argv) {
+  std::vector<std::string> positional;
+  for (const auto& d : options.group_help("positional").options) {
+    positional.insert(positional.end(), d.l.begin(), d.l.end());
+  }
+  for (const cxxopts::KeyValue& kv : result.arguments()) {
+    const std::string& v = kv.value();
+    const bool option_like = v.size() > 1 && v[0] == '-' && (v[1] == '-' || std::isalpha(
+                                                                 static_cast<unsigned char>(v[1])));
+    if (!option_like ||
+        std::find(positional.begin(), positional.end(), kv.key()) != positional.end() ||
+        given_inline(kv.key(), v, argc, argv)) {
+      continue;
+    }
+    throw UsageError("--" + kv.key() + " needs a value, but the next argument is the option " +
+                     quoted(v, 64) + " (write --" + kv.key() + "=" + escaped(v, 64) +
+                     " if that is the value)");
+  }
+  if (!result.unmatched().empty()) {
+    throw UsageError("unexpected argument " + quoted(result.unmatched().front(), 64) +
+                     " (see --help)");
+  }
+}
+
+}  // namespace
 
 cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv,
                                    bool* help_shown) {
   options.add_options()("h,help", "Print this help and exit");
   auto result = options.parse(argc, argv);
   *help_shown = result.count("help") > 0;
+  if (!*help_shown) check_strict(options, result, argc, argv);
   // Positional arguments are declared in the group "positional" and shown in the usage line.
   if (*help_shown) {
     std::vector<std::string> groups = {""};

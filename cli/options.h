@@ -15,7 +15,9 @@ namespace pt2rt::cli {
 /// group "positional" (left out of the help text; named by positional_help instead). When --help
 /// was given, prints the help text to stdout and sets `*help_shown` (the caller then returns
 /// kExitOk).
-/// @throws cxxopts::exceptions::exception on unknown options or bad values.
+/// @throws cxxopts::exceptions::exception on unknown options or bad values; UsageError on an
+///         unexpected positional argument, or an option whose value is the next option
+///         (`--outputs --train`; `--outputs=--train` states such a value on purpose).
 cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv,
                                    bool* help_shown);
 

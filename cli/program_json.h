@@ -1,5 +1,5 @@
 // cli/program_json.h — `export-cli inspect --json`: the facts of an archive as one JSON object
-// (the keys are listed in the README, "export-cli inspect"). Only the Program IR of
+// (the keys are listed in docs/cli.md, "Inspecting an archive"). Only the Program IR of
 // pt2rt/program.h is used. Symbolic sizes are strings ("batch", "2*batch"), static ones
 // numbers, as torch.export's ExportedProgram shows them in `graph_signature` and node metas.
 #pragma once

@@ -153,12 +153,28 @@ LossSpec choose_loss(const Program& program, const std::string& loss,
   }
   if (!match) {
     std::ostringstream why;
-    why << "targets " << describe(t) << " need "
-        << (class_targets ? "an output [N, C" : "an output [N")
-        << (t.dim() > 1 ? ", " : "");
+    why << "the targets " << describe(t) << " need "
+        << (class_targets ? "an output [N, C" : "an output [N") << (t.dim() > 1 ? ", " : "");
     for (int64_t i = 1; i < t.dim(); ++i) why << (i > 1 ? ", " : "") << t.size(i);
-    why << "]" << (class_targets ? " (class scores in dim 1)" : " (no broadcasting)");
+    if (class_targets) {
+      why << "] (int64 class indices; class scores in dim 1)";
+    } else {
+      why << "] of their shape (" << loss << " compares element-wise, no broadcasting"
+          << (loss == "cross_entropy"
+                  ? "; float targets are class probabilities, class indices are int64)"
+                  : ")");
+    }
     refuse(loss, spec.label, why.str(), several);
+  }
+  if (class_targets && sizes.size() >= 2 && sizes[1].is_static() && t.numel() > 0) {
+    const int64_t most = t.max().item<int64_t>();
+    if (most >= sizes[1].value) {
+      refuse(loss, spec.label,
+             "the targets hold class index " + std::to_string(most) + ", but it has " +
+                 std::to_string(sizes[1].value) + " classes (indices 0 to " +
+                 std::to_string(sizes[1].value - 1) + ")",
+             several);
+    }
   }
   return spec;
 }

@@ -4,7 +4,7 @@
 #   examples/digits/run_demo.sh [--device cpu|cuda]   (from the repository root, or anywhere)
 #
 # --device cuda (or PT2RT_DEMO_DEVICE=cuda): steps 5-8 verify, fine-tune, evaluate and run on
-# the GPU (LibTorch with CUDA, e.g. the pip wheel's: README "Building against the official
+# the GPU (LibTorch with CUDA, e.g. the pip wheel's: docs/cuda.md "Building against the official
 # LibTorch"); the export (step 4) is the same on either device.
 #
 # 1. installs missing Debian packages (scripts/install-deps.sh)

@@ -1,6 +1,6 @@
 // pt2rt/load_options.h — what Model::load lets an archive do, and what it may cost.
 //
-// The defaults are pt2rt's policy for an untrusted archive (README "Running an untrusted
+// The defaults are pt2rt's policy for an untrusted archive (docs/security.md "Running an untrusted
 // archive"): only operators a pt2rt exporter can emit, and a run whose memory and work were
 // bounded at load from shapes checked against the kernels' meta functions. A caller that trusts
 // an archive, or runs custom ops, widens them explicitly here.
@@ -40,7 +40,7 @@ namespace pt2rt {
 ///   bytes  max(32 MiB, 16 × S)
 ///   work   max(5·10^8, 500 × S × max(1, S / 1 MiB))
 /// So an archive of at most 1 MiB runs at most 5·10^8 element operations in all and 32 MiB of
-/// tensors per graph (load + run + verify of any such archive: under 2 s and 256 MB here, README
+/// tensors per graph (load + run + verify of any such archive: under 2 s and 256 MB here, docs/security.md
 /// "Running an untrusted archive"), while the archive of a real model — whose compute grows
 /// with its parameters times its activations — stays far inside its bound (resnet18 at batch
 /// 2: 3 × S bytes, 900 × S work, against 16 × S and 43000 × S).
@@ -110,7 +110,7 @@ struct LoadOptions {
   /// `torch.backends.cudnn.benchmark` picks cuDNN algorithms. ATen sends small-batch
   /// convolutions to im2col + GEMM and linear layers to the BLAS: with Debian's default
   /// reference BLAS, oneDNN is ~12x faster on resnet18 at batch 1 and ~10x on a batch-32 MLP
-  /// (README "Performance"). Results then differ from eager PyTorch by float rounding where
+  /// (docs/performance.md). Results then differ from eager PyTorch by float rounding where
   /// oneDNN replaces ATen's kernel, and the choice may differ between loads. Load takes longer:
   /// each distinct layer runs 8 times (bounded: runtime/onednn_benchmark.h). Ignored for other
   /// devices (for CUDA, set `at::globalContext().setBenchmarkCuDNN(true)`).

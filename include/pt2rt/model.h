@@ -46,7 +46,7 @@ class Model {
   /// Loads `path` and places its weights on `device` (CPU or CUDA). Resolves every op
   /// through c10::Dispatcher once, under pt2rt's operator policy, builds the execution plans
   /// and checks every graph on the meta device against `options.run` (pt2rt/load_options.h;
-  /// the defaults are the untrusted-archive policy: README "Running an untrusted archive").
+  /// the defaults are the untrusted-archive policy: docs/security.md "Running an untrusted archive").
   /// @throws FormatError (archive/program invalid, a declared shape the kernels contradict, a
   ///   graph over its run bounds), OpResolutionError (ops the policy refuses and ops this
   ///   LibTorch lacks, all listed at once).

@@ -73,3 +73,30 @@ def test_truncated_archive(cli, archives, tmp_path):
         bad.write_bytes(src[:cut])
         cli.usage_error("inspect", bad, mentions=[f"cut{cut}.pt2"])
         cli.usage_error("run", bad)
+
+
+@pytest.mark.parametrize("argv, option, value", [
+    (["run", "{m}", "--outputs", "--train"], "--outputs", "--train"),
+    (["train", "{m}", "--data", "{data}", "--save", "--epochs", "2"], "--save", "--epochs"),
+    (["inspect", "{m}", "--dot", "--graph", "forward"], "--dot", "--graph"),
+    (["verify", "{m}", "--device", "-x"], "--device", "-x")])
+def test_an_option_value_that_is_an_option_is_a_usage_error(cli, archives, tmp_path, argv,
+                                                             option, value):
+    """An option that takes a value swallowed the next flag (`run --outputs --train` wrote a
+    file named --train and ran inference): now a usage error naming both; `--opt=--x` states
+    such a value on purpose."""
+    data = tmp_path / "d.pt"
+    argv = [a.format(m=archives.get("mlp").path, data=data) for a in argv]
+    cli.usage_error(*argv, mentions=[f"{option} needs a value", f"'{value}'"])
+    assert not (tmp_path / value).exists()
+
+
+def test_an_unexpected_word_is_a_usage_error(cli, archives):
+    cli.usage_error("run", archives.get("mlp").path, "extra_word",
+                    mentions=["unexpected argument 'extra_word'"])
+
+
+def test_a_value_starting_with_a_dash_given_with_equals(cli, archives, tmp_path):
+    out = tmp_path / "--odd.pt"
+    cli.ok("run", archives.get("mlp").path, f"--outputs={out}")
+    assert out.exists()

@@ -255,3 +255,30 @@ def test_dropout_training_follows_eager_with_the_same_seed(cli, tmp_path):
     loaded = pt2rt.load(str(tuned))
     for name, p in eager.named_parameters():
         assert_close(loaded.weights[name], p.detach(), rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_class_targets_out_of_range_are_named(cli, archives, mlp_data, tmp_path):
+    """A label >= the number of classes was LibTorch's raw 'Target 10 is out of bounds.' in
+    the middle of an epoch; now refused before the first step, naming index and classes."""
+    a = archives.get("mlp")
+    _, x, y = mlp_data
+    bad = y.clone()
+    bad[3] = 10
+    data = save_tensors(tmp_path / "bad.pt", (x, bad))
+    cli.usage_error("train", a.path, "--data", data,
+                    mentions=["class index 10", "10 classes (indices 0 to 9)"])
+    cli.usage_error("train", a.path, "--data", mlp_data[0], "--eval-data", data,
+                    mentions=["class index 10"])
+
+
+def test_float_targets_of_another_shape_say_what_they_need(cli, archives, tmp_path):
+    a = archives.get("mlp")
+    data = save_tensors(tmp_path / "f.pt", (torch.randn(8, 16), torch.randn(8)))
+    cli.usage_error("train", a.path, "--data", data,
+                    mentions=["float32[8] need an output [N] of their shape",
+                              "class indices are int64"])
+
+
+def test_training_without_save_says_the_weights_are_discarded(cli, archives, mlp_data):
+    r = cli.ok("train", archives.get("mlp").path, "--data", mlp_data[0], "--epochs", "1")
+    assert "no --save, so the trained weights are discarded" in r.err.splitlines()[-1]
