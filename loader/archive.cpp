@@ -6,11 +6,13 @@
 #include <unistd.h>
 #include <zip.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "archive_internal.h"
 #include "pt2rt/constants.h"
@@ -75,6 +77,29 @@ void check_entry_name(const std::string& source, const std::string& name) {
                     " is outside the archive layout (archive_format, archive_version, "
                     "program.fb, weights/<name>, extra/<name>, optimizer/<name>; relative names "
                     "without '.', '..' or empty components)");
+}
+
+/// A zip that is not a pt2rt archive but another PyTorch file, by its entry names: a one-line
+/// FormatError saying what it is and what pt2rt reads instead. Silent for anything else.
+void refuse_known_foreign(const std::string& source, const std::vector<std::string>& names) {
+  auto any = [&](const char* part) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+      return n.find(part) != std::string::npos;
+    });
+  };
+  const bool pickled = any("data.pkl");
+  std::string what;
+  if (pickled && (any("/code/") || any("constants.pkl"))) {
+    what = "a TorchScript archive (torch.jit.save)";
+  } else if (pickled) {
+    what = "a torch.save file (pickled tensors; export-cli takes those as --inputs or --data)";
+  } else if (any("/archive_format") || any(".json") || any("/aotinductor/")) {
+    what = "a zip that is not a pt2rt archive (a torch.export or AOTInductor package?)";
+  } else {
+    return;
+  }
+  throw FormatError(source + ": " + what + ", not a pt2rt archive — pt2rt reads archives "
+                    "written by pt2rt.export (python -m pt2rt save, export-cli save)");
 }
 
 /// Major version of an archive_version string ("1", "1.2"); -1 when malformed.
@@ -222,15 +247,22 @@ void attach_layout(Archive::Impl& impl, const std::vector<detail::ZipLayoutEntry
   }
 }
 
-// Opens a libzip archive over `src` (which it then owns, or frees on failure).
-// @throws FormatError naming `source`: not a zip, or libzip cannot read it.
-zip_t* open_zip_source(zip_source_t* src, zip_error_t* err, const std::string& source) {
+// Opens a libzip archive over `src` (which it then owns, or frees on failure). `zip_start`:
+// the data begins with a zip local file header ("PK\3\4").
+// @throws FormatError naming `source`: not a zip (or a truncated one), or libzip cannot read it.
+zip_t* open_zip_source(zip_source_t* src, zip_error_t* err, const std::string& source,
+                       bool zip_start) {
   zip_t* za = zip_open_from_source(src, ZIP_RDONLY, err);
   if (za == nullptr) {
     const int code = zip_error_code_zip(err);
     const std::string text = zip_error_text(err);
     zip_error_fini(err);
     zip_source_free(src);
+    if (code == ZIP_ER_NOZIP && zip_start) {
+      throw FormatError(source + ": truncated or damaged zip archive: it starts like one, but "
+                        "its central directory (at the end of the file) is missing — an "
+                        "interrupted copy or download? (libzip: " + text + ")");
+    }
     throw FormatError(source + ": " +
                       (code == ZIP_ER_NOZIP ? "not a zip archive" : "cannot open as a zip archive") +
                       " (libzip: " + text + ")");
@@ -267,6 +299,9 @@ Archive Archive::open(const std::string& path) {
     ::close(fd);
     throw FormatError(path + ": cannot open (" + std::strerror(errno) + ")");
   }
+  char head[4] = {};
+  const bool zip_start = ::pread(fd, head, sizeof head, 0) == sizeof head &&
+                         std::memcmp(head, "PK\3\4", 4) == 0;
   zip_error_t err;
   zip_error_init(&err);
   zip_source_t* src = zip_source_filep_create(fp, 0, -1, &err);  // owns fp from here on
@@ -276,7 +311,7 @@ Archive Archive::open(const std::string& path) {
     zip_error_fini(&err);
     throw FormatError(path + ": cannot open (libzip: " + text + ")");
   }
-  zip_t* za = open_zip_source(src, &err, path);
+  zip_t* za = open_zip_source(src, &err, path, zip_start);
   auto impl = std::make_unique<Impl>();
   impl->source = path;
   impl->size = static_cast<uint64_t>(st.st_size);
@@ -327,7 +362,8 @@ Archive Archive::open_buffer(std::unique_ptr<Impl> impl, const uint8_t* data, si
     zip_error_fini(&err);
     throw FormatError(source + ": cannot open (libzip: " + text + ")");
   }
-  impl->za = open_zip_source(src, &err, source);
+  impl->za = open_zip_source(src, &err, source,
+                             size >= 4 && std::memcmp(data, "PK\3\4", 4) == 0);
   std::vector<detail::ZipLayoutEntry> layout;
   try {
     layout = detail::read_zip_layout(size, detail::read_at_memory(data, size));
@@ -345,6 +381,15 @@ Archive Archive::open_source(std::unique_ptr<Impl> impl) {
   const std::string& src = impl->source;
   const zip_int64_t n = zip_get_num_entries(impl->za, 0);
   if (n < 0) throw FormatError(src + ": cannot count zip entries");
+  if (zip_name_locate(impl->za, kArchiveFormatEntry, 0) < 0) {
+    // No archive_format: say what the file is when it is another PyTorch file.
+    std::vector<std::string> names;
+    for (zip_int64_t i = 0; i < n && i < 64; ++i) {
+      const char* name = zip_get_name(impl->za, static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW);
+      if (name != nullptr) names.emplace_back(name);
+    }
+    refuse_known_foreign(src, names);
+  }
   impl->entries.reserve(static_cast<size_t>(n));
   for (zip_int64_t i = 0; i < n; ++i) {
     zip_stat_t st;
@@ -379,7 +424,10 @@ Archive Archive::open_source(std::unique_ptr<Impl> impl) {
   const std::string format = trim(read_small_entry(*impl, kArchiveFormatEntry));
   if (format != kArchiveFormat) {
     throw FormatError(src + ": archive_format is " + quoted(format) + ", expected '" +
-                      kArchiveFormat + "' (not a pt2rt archive)");
+                      kArchiveFormat + "' (not a pt2rt archive" +
+                      (format == "pt2" ? ": a torch.export archive, torch.export.save; pt2rt "
+                                         "reads archives written by pt2rt.export)"
+                                       : ")"));
   }
   const std::string version = trim(read_small_entry(*impl, kArchiveVersionEntry));
   const long major = parse_major(version);

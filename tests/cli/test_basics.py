@@ -71,8 +71,21 @@ def test_truncated_archive(cli, archives, tmp_path):
     for cut in (len(src) // 3, len(src) - 10):
         bad = tmp_path / f"cut{cut}.pt2"
         bad.write_bytes(src[:cut])
-        cli.usage_error("inspect", bad, mentions=[f"cut{cut}.pt2"])
+        cli.usage_error("inspect", bad, mentions=[f"cut{cut}.pt2", "truncated or damaged zip"])
         cli.usage_error("run", bad)
+
+
+def test_other_pytorch_files_are_named(cli, tmp_path):
+    """A TorchScript file or a torch.save file got "entry name 'ts/data/0' is outside the
+    archive layout ..."; now the message says what the file is and what pt2rt reads."""
+    import torch
+    ts = tmp_path / "model.ts"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(ts))
+    cli.usage_error("inspect", ts, mentions=["a TorchScript archive (torch.jit.save)",
+                                             "written by pt2rt.export"])
+    saved = tmp_path / "weights.pt"
+    torch.save({"w": torch.zeros(3)}, str(saved))
+    cli.usage_error("run", saved, mentions=["a torch.save file", "not a pt2rt archive"])
 
 
 @pytest.mark.parametrize("argv, option, value", [
