@@ -22,9 +22,10 @@
 // Randomness (pt2rt/randomness.h): before each run the default generator is seeded with the
 // seed the exporter used for the eager references, so a model with dropout draws the same
 // masks and matches exactly on the LibTorch that exported it. Where that replay is not
-// possible (another LibTorch version, a CUDA device, an archive without the seed), the results
-// that depend on random draws are checked by dtype, shape and finite values instead, and
-// verify says so.
+// possible (another LibTorch version, a CUDA device, an archive without the seed, or one whose
+// exporter found that its graphs draw in another order or amount than eager did — metadata
+// "reference_draws", pt2rt/randomness.h), the results that depend on random draws are
+// checked by dtype, shape and finite values instead, and verify says so.
 //
 // Exit 0 when everything is close, 1 when anything is not, or when the archive has no
 // bundled examples (nothing verified) unless --allow-no-examples. An archive whose weights were
@@ -132,17 +133,47 @@ Comparison check_unreplayed(const at::Tensor& actual, const at::Tensor& expected
   return c;
 }
 
-/// Checks `actual` against the reference `expected`, by check_unreplayed when `random`.
-Comparison check(const at::Tensor& actual, const TensorData& expected, bool random,
-                 const ToleranceOverride& tol) {
-  const at::Tensor e = to_tensor(expected);
-  return random ? check_unreplayed(actual, e)
-                : compare(actual, e, tol.for_dtype(e.scalar_type()), expected.float64_rmse);
-}
+/// How results are checked: the tolerances, and whether the exporter's random draws are
+/// replayed (then results that depend on them are compared like any other; else by dtype,
+/// shape and finite values).
+struct Checker {
+  ToleranceOverride tol;
+  bool replay = false;
+
+  Comparison tensor(const at::Tensor& actual, const TensorData& expected, bool random) const {
+    const at::Tensor e = to_tensor(expected);
+    if (random && !replay) return check_unreplayed(actual, e);
+    return compare(actual, e, tol.for_dtype(e.scalar_type()), expected.float64_rmse);
+  }
+
+  Comparison sketch(const at::Tensor& g, const GradSketch& sketch, uint32_t seed,
+                    bool random) const {
+    Comparison c;
+    if (random && !replay) {  // as check_unreplayed, from the sketch's meta
+      c.max_abs = c.max_rel = std::nan("");
+      c.pass = g.defined() && g.scalar_type() == sketch.dtype &&
+               g.sizes().vec() == sketch.sizes && g.isfinite().all().item<bool>();
+      std::ostringstream ref_type;
+      ref_type << sketch.dtype << c10::IntArrayRef(sketch.sizes);
+      c.problem = c.pass ? "random: dtype, shape, finite (sketch)"
+                         : "random: got " + describe(g) + ", reference sketch of " +
+                               ref_type.str();
+      return c;
+    }
+    const Tolerance t = tol.for_dtype(sketch.dtype);
+    const GradSketchCheck s = check_grad_sketch(g, sketch, seed, t.rtol, t.atol);
+    c.pass = s.pass;
+    c.by_float64 = s.by_float64;
+    c.max_abs = s.max_abs;
+    c.max_rel = s.max_rel;
+    c.problem = !s.pass ? s.problem : s.by_float64 ? "(sketch; float64 rule)" : "(sketch)";
+    return c;
+  }
+};
 
 void compare_lists(Table& table, const std::string& prefix, const std::vector<at::Tensor>& actual,
                    const std::vector<TensorData>& expected, const std::set<int64_t>& random,
-                   const ToleranceOverride& tol) {
+                   const Checker& checker) {
   if (actual.size() != expected.size()) {
     Comparison c;
     c.problem =
@@ -151,13 +182,13 @@ void compare_lists(Table& table, const std::string& prefix, const std::vector<at
   }
   for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
     table.add(prefix + "[" + std::to_string(i) + "]",
-              check(actual[i], expected[i], random.count(static_cast<int64_t>(i)) > 0, tol));
+              checker.tensor(actual[i], expected[i], random.count(static_cast<int64_t>(i)) > 0));
   }
 }
 
 void compare_named(Table& table, const std::string& prefix, const NamedTensors& actual,
                    const std::vector<std::pair<std::string, TensorData>>& expected,
-                   const std::set<std::string>& random, const ToleranceOverride& tol) {
+                   const std::set<std::string>& random, const Checker& checker) {
   std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
   for (const auto& [name, data] : expected) {
     auto it = by_name.find(name);
@@ -167,7 +198,7 @@ void compare_named(Table& table, const std::string& prefix, const NamedTensors& 
       table.add(prefix + " " + name, c);
       continue;
     }
-    table.add(prefix + " " + name, check(it->second, data, random.count(name) > 0, tol));
+    table.add(prefix + " " + name, checker.tensor(it->second, data, random.count(name) > 0));
   }
 }
 
@@ -175,36 +206,19 @@ void compare_named(Table& table, const std::string& prefix, const NamedTensors& 
 /// "(sketch)"; the error columns are over the sketch's statistics.
 void compare_sketches(Table& table, const std::string& prefix, const NamedTensors& actual,
                       const ExampleReferences& ref, const std::set<std::string>& random,
-                      const ToleranceOverride& tolerance) {
+                      const Checker& checker) {
   std::map<std::string, at::Tensor> by_name(actual.begin(), actual.end());
   for (const GradSketch& sketch : ref.grad_sketches) {
-    Comparison c;
     auto it = by_name.find(sketch.name);
     if (it == by_name.end()) {
+      Comparison c;
       c.problem = "not produced by the runtime";
-    } else if (random.count(sketch.name) > 0) {  // as check_unreplayed, from the sketch's meta
-      const at::Tensor& g = it->second;
-      c.max_abs = c.max_rel = std::nan("");
-      c.pass = g.defined() && g.scalar_type() == sketch.dtype && g.sizes().vec() == sketch.sizes &&
-               g.isfinite().all().item<bool>();
-      std::ostringstream ref_type;
-      ref_type << sketch.dtype << c10::IntArrayRef(sketch.sizes);
-      c.problem = c.pass ? "random: dtype, shape, finite (sketch)"
-                         : "random: got " + describe(g) + ", reference sketch of " +
-                               ref_type.str();
-    } else {
-      const Tolerance tol = tolerance.for_dtype(sketch.dtype);
-      const GradSketchCheck s =
-          check_grad_sketch(it->second, sketch, ref.grad_sketch_seed, tol.rtol, tol.atol);
-      c.pass = s.pass;
-      c.by_float64 = s.by_float64;
-      c.max_abs = s.max_abs;
-      c.max_rel = s.max_rel;
-      c.problem = !s.pass        ? s.problem
-                  : s.by_float64 ? "(sketch; float64 rule)"
-                                 : "(sketch)";
+      table.add(prefix + " " + sketch.name, c);
+      continue;
     }
-    table.add(prefix + " " + sketch.name, c);
+    table.add(prefix + " " + sketch.name,
+              checker.sketch(it->second, sketch, ref.grad_sketch_seed,
+                             random.count(sketch.name) > 0));
   }
 }
 
@@ -283,8 +297,8 @@ int cmd_verify(int argc, char** argv) {
   const bool trainable = has_training_graphs(program);
   const std::optional<uint64_t> seed = reference_rng_seed(program);
   const bool replay = replays_reference_draws(program, device);
-  RandomDependence random = random_dependence(program);
-  if (replay) random = RandomDependence{random.any, {}, {}, {}, {}};  // compared exactly
+  const RandomDependence random = random_dependence(program);
+  const Checker checker{tol, replay};
   auto seed_generator = [&] {
     if (seed) at::manual_seed(*seed);
   };
@@ -317,18 +331,18 @@ int cmd_verify(int argc, char** argv) {
     }
     any_references = true;
     const ExampleReferences& ref = *example.references;
-    compare_lists(table, name + " output", outputs, ref.outputs, random.outputs, tol);
+    compare_lists(table, name + " output", outputs, ref.outputs, random.outputs, checker);
     if (trainable && !ref.train_outputs.empty()) {
       const auto saved = snapshot_buffers(model);
       seed_generator();
       TrainStep step =
           run_training_step(model, inputs, to_device(to_tensors(ref.grad_outputs), device));
       compare_lists(table, name + " train output", step.outputs, ref.train_outputs,
-                    random.train_outputs, tol);
-      compare_named(table, name + " grad", step.grads, ref.grads, random.grads, tol);
-      compare_sketches(table, name + " grad", step.grads, ref, random.grads, tol);
+                    random.train_outputs, checker);
+      compare_named(table, name + " grad", step.grads, ref.grads, random.grads, checker);
+      compare_sketches(table, name + " grad", step.grads, ref, random.grads, checker);
       compare_named(table, name + " buffer", model.named_buffers(), ref.buffers, random.buffers,
-                    tol);
+                    checker);
       restore_buffers(model, saved);
     }
   }
@@ -352,6 +366,9 @@ int cmd_verify(int argc, char** argv) {
                                ", LibTorch " + running_libtorch_version() + ")"
                          : std::string("could not replay the exporter's draws (") +
                                (!seed ? "no recorded seed"
+                                : !draws_in_eagers_order(program)
+                                    ? "the graphs draw in another order than eager did, found "
+                                      "at export"
                                 : !device.is_cpu() ? "device " + device.str()
                                                    : "exported with torch " +
                                                          program.producer.torch_version +

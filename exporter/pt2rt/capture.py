@@ -23,7 +23,7 @@ import torch
 
 from . import portability
 from .annotate import annotate
-from .descriptors import InputDescriptor, InputKind, OutputDescriptor
+from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_train_run
 from .errors import CaptureError, ExportError, ExportTypeError
@@ -228,7 +228,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                       capture_device=device)
             check_no_aliased_constants(model, program.weights)
             try:
-                annotate_program(program, cpu_flat)
+                forward_outputs = annotate_program(program, cpu_flat)
             except Exception as e:
                 raise CaptureError(f"pt2rt.export: the graphs captured from "
                                    f"{type(model).__name__} do not run on its example inputs "
@@ -236,6 +236,10 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                    f"({backend.CAPTURE_NAME}) cannot reproduce this model") from e
             if eager is not None:
                 check_output_types(model, eager, program.graph(GraphRole.Forward))
+                draws = reference_draws(program.graph(GraphRole.Forward), eager,
+                                        forward_outputs, device)
+                if draws:
+                    metadata["reference_draws"] = draws
     return program
 
 
@@ -250,9 +254,11 @@ def _eager_probe(model: torch.nn.Module, sig: ExportSignature,
                            f"example inputs in training mode: {type(e).__name__}: {e}") from e
 
 
-def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) -> None:
+def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]
+                     ) -> Optional[List[Optional[torch.Tensor]]]:
     """Runs every graph once on the example inputs (ones as tangents) to record value
-    metadata (``annotate.py``)."""
+    metadata (``annotate.py``). The forward graph runs from the reference seed, as the eager
+    references do; its user outputs (``Plain(i)`` order) are returned (None without one)."""
     base: Dict[InputDescriptor, torch.Tensor] = {
         w.descriptor(): w.tensor.detach() for w in program.weights}
     base.update({InputDescriptor.plain(i): x.detach() for i, x in enumerate(user_inputs)})
@@ -262,15 +268,45 @@ def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) 
     if inf is not None:
         annotate(inf, base)
     fwd, bwd = program.graph(GraphRole.Forward), program.graph(GraphRole.Backward)
-    if fwd is not None and bwd is not None:
+    if fwd is None or bwd is None:
+        return None
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(REFERENCE_RNG_SEED)
         outs = annotate(fwd, base, lambda d: d in trainable)
-        saved = {d.idx: t for d, t in outs.items() if d.is_saved()}
-        bw_inputs: Dict[InputDescriptor, torch.Tensor] = {}
-        for d in bwd.inputs:
-            if d.kind is InputKind.Saved:
-                bw_inputs[d] = saved[d.idx]
-            elif d.kind is InputKind.Tangent:
-                bw_inputs[d] = torch.ones_like(outs[d.output])
-        annotate(bwd, bw_inputs)
+    saved = {d.idx: t for d, t in outs.items() if d.is_saved()}
+    bw_inputs: Dict[InputDescriptor, torch.Tensor] = {}
+    for d in bwd.inputs:
+        if d.kind is InputKind.Saved:
+            bw_inputs[d] = saved[d.idx]
+        elif d.kind is InputKind.Tangent:
+            bw_inputs[d] = torch.ones_like(outs[d.output])
+    annotate(bwd, bw_inputs)
+    return [t for d, t in sorted(((d, t) for d, t in outs.items() if d.kind is OutputKind.Plain),
+                                 key=lambda dt: dt[0].idx)]
 
+
+def reference_draws(forward: Any, eager: EagerTrainRun,
+                    outputs: Optional[List[Optional[torch.Tensor]]], device: str) -> str:
+    """Program metadata ``reference_draws`` for a forward graph that draws random numbers
+    (ops tagged ``nondeterministic_seeded``): "replayed" when the graph, run on the CPU from
+    the reference seed, gave eager's training outputs, "differ" when it draws in another order
+    or amount (a functional ``bernoulli`` where eager filled a tensor in place; rrelu's
+    noise), so that ``export-cli verify`` checks those results by dtype, shape and finiteness
+    instead (pt2rt/randomness.h). "" when the graph draws nothing or the references come from
+    another device."""
+    seeded = getattr(getattr(torch, "Tag", None), "nondeterministic_seeded", None)
+    draws = seeded is not None and any(
+        seeded in getattr(n.target, "tags", ()) for n in forward.module.graph.nodes
+        if n.op == "call_function")
+    if not draws or device != "cpu" or outputs is None:
+        return ""
+    for got, want in zip(outputs, eager.outputs):
+        if got is None or got.shape != want.shape or got.dtype != want.dtype:
+            return "differ"
+        if got.is_floating_point() and not torch.allclose(got, want.to(got.device), rtol=1.3e-6,
+                                                          atol=1e-5, equal_nan=True):
+            return "differ"
+        if not got.is_floating_point() and not torch.equal(got, want.to(got.device)):
+            return "differ"
+    return "replayed"
 

@@ -42,10 +42,17 @@ RandomDependence random_dependence(const Program& program);
 /// nullopt for archives written before references were seeded.
 std::optional<uint64_t> reference_rng_seed(const Program& program);
 
+/// False when the exporter found that the graphs draw random numbers in another order or
+/// amount than eager PyTorch did on the example (metadata "reference_draws" = "differ": a
+/// functional `bernoulli` where eager filled a tensor in place, rrelu's noise), so that no
+/// seeding replays eager's results; true otherwise (also for archives that do not say).
+bool draws_in_eagers_order(const Program& program);
+
 /// Whether seeding the default generator with reference_rng_seed() before a run makes it draw
-/// what the exporter's eager run drew: the seed is recorded, `device` is a CPU, and the
-/// running LibTorch has the exporter's torch major.minor version (Producer::torch_version;
-/// kernels draw in different orders or amounts across versions and devices).
+/// what the exporter's eager run drew: the seed is recorded, the graphs draw in eager's order
+/// (draws_in_eagers_order), `device` is a CPU, and the running LibTorch has the exporter's
+/// torch major.minor version (Producer::torch_version; kernels draw in different orders or
+/// amounts across versions and devices).
 bool replays_reference_draws(const Program& program, const c10::Device& device);
 
 /// The running LibTorch's version, "major.minor.patch" (torch/version.h).

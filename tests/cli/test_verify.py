@@ -320,3 +320,17 @@ def test_cross_device_references_take_pytorchs_cross_device_tolerance(cli, archi
     r = cli.ok("verify", cross)
     assert "cross-device: the references were computed on cuda, this runs on cpu" in r.out
     assert cli("verify", cross, "--atol", "1e-5", "--rtol", "1.3e-6").rc == 1  # options win
+
+
+def test_draws_in_another_order_than_eager_are_checked_by_dtype_shape_and_finiteness(
+        cli, dropout_archive, tmp_path):
+    """An archive whose exporter found that its graphs draw in another order or amount than
+    eager did (metadata reference_draws = differ, capture.reference_draws): no seeding can
+    replay the references, so the random results are checked by dtype, shape and finiteness
+    even on the exporting LibTorch, and verify says why."""
+    other = tmp_path / "differ.pt2"
+    rewrite_archive(dropout_archive, other,
+                    lambda p: p.metadata.__setitem__("reference_draws", "differ"))
+    r = cli.ok("verify", other)
+    assert "the graphs draw in another order than eager did, found at export" in r.out, r.out
+    assert "random: dtype, shape, finite" in r.out

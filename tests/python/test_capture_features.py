@@ -280,3 +280,26 @@ def test_a_model_deepcopy_refuses_exports_and_is_left_as_it_was(tmp_path):
     for name, p in model.named_parameters():
         torch.testing.assert_close(grads[name], p.grad)
     assert not loaded.examples()[0].check_grads(grads)  # the bundled references agree
+
+
+def test_reference_draws_says_whether_the_graph_replays_eager():
+    """capture.reference_draws: 'replayed' when the forward graph, run from the reference
+    seed, gives eager's training outputs; 'differ' when it draws otherwise; '' without draws."""
+    import random_models
+    from pt2rt.capture import reference_draws
+    from pt2rt.eager_run import EagerTrainRun
+    from pt2rt.graph_ir import GraphRole
+    model, args = random_models.build_dropout()
+    exported = pt2rt.export(model, args)
+    assert exported.program.metadata["reference_draws"] == "replayed"
+    fwd = exported.captured.graph(GraphRole.Forward)
+    eager = exported.captured.eager_train
+    assert reference_draws(fwd, eager, list(eager.outputs), "cpu") == "replayed"
+    shuffled = [o.flip(-1) for o in eager.outputs]
+    assert reference_draws(fwd, eager, shuffled, "cpu") == "differ"
+    assert reference_draws(fwd, eager, shuffled, "cuda") == ""
+    plain = pt2rt.export(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+    assert "reference_draws" not in plain.program.metadata
+    assert reference_draws(plain.captured.graph(GraphRole.Forward),
+                           EagerTrainRun(outputs=[torch.zeros(4, 2)], diff=[0]),
+                           [torch.ones(4, 2)], "cpu") == ""
