@@ -2,13 +2,16 @@
 //
 //   export-cli run <model.pt2> [--inputs in.pt] [--outputs out.pt] [--device cpu|cuda]
 //                  [--train] [--grad-outputs g.pt] [--grads grads.pt] [--buffers buffers.pt]
-//                  [--inference-only] [--onednn-benchmark]
+//                  [--inference-only] [--onednn-benchmark] [--print] [--seed S]
 //
 // Inputs come from a torch.save file (tuple or list of tensors) or, without --inputs, the
 // first bundled example. Each output is printed with its index and stored name
 // (Model::signature(): `output 0 ['logits']: float32[4, 10] ...`). Outputs are written as a
 // list of tensors; --grads as a dict FQN -> gradient ("input:<i>" for user inputs), --buffers
 // as a dict FQN -> value.
+#include <ATen/Context.h>
+#include <ATen/core/Formatting.h>
+
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -42,6 +45,10 @@ int cmd_run(int argc, char** argv) {
       ("grads", "with --train: write a dict FQN -> gradient here", cxxopts::value<std::string>())
       ("buffers", "write a dict FQN -> buffer value after the call here",
        cxxopts::value<std::string>())
+      ("print", "print each output's values (LibTorch's tensor printing)")
+      ("seed", "seed every default generator first (torch::manual_seed: the CPU one and each "
+       "CUDA device's), so random ops such as dropout with --train draw the same again",
+       cxxopts::value<uint64_t>())
       ("inference-only", "load as a deployment does (LoadOptions::inference_only): only the "
        "inference graph; values computed from weights alone cached, oneDNN convolution "
        "weights packed once")
@@ -75,6 +82,7 @@ int cmd_run(int argc, char** argv) {
   }
 
   Model model = Model::load(path, device, load);
+  if (result.count("seed")) at::manual_seed(result["seed"].as<uint64_t>());
   if (!result.count("inputs")) {
     const std::vector<Example> examples = model.examples();
     if (examples.empty()) {
@@ -112,6 +120,9 @@ int cmd_run(int argc, char** argv) {
     std::cout << "output " << i << " "
               << (i < named.size() ? named[i].name : positional_output_name(i)) << ": "
               << describe(outputs[i], true) << "\n";
+    if (result.count("print") && outputs[i].defined()) {
+      std::cout << outputs[i].detach().to(at::kCPU) << "\n";
+    }
   }
   if (train) {
     std::cout << "gradients: " << grads.size() << " (";

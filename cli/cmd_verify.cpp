@@ -17,7 +17,7 @@
 // defaults (resnet18's gradients: ~1e-4 relative) — unless --rtol/--atol.
 //
 //   export-cli verify <model.pt2> [--device cpu|cuda] [--rtol R] [--atol A] [--allow-tf32]
-//                     [--allow-no-examples]
+//                     [--allow-no-examples] [--quiet]
 //
 // Randomness (pt2rt/randomness.h): before each run the default generator is seeded with the
 // seed the exporter used for the eager references, so a model with dropout draws the same
@@ -92,7 +92,8 @@ class Table {
   /// Columns: the largest |actual - reference| and |actual - reference| / |reference| over
   /// the elements, or, for "(sketch)" rows, over the sketch's statistics (norm, sums, max_abs,
   /// projections; pt2rt/grad_sketch.h).
-  void print(std::ostream& out) const {
+  void print(std::ostream& out, bool failures_only = false) const {
+    if (failures_only && all_pass()) return;
     size_t width = 4;
     for (const auto& r : rows_) width = std::max(width, r.name.size());
     out << std::left << std::setw(static_cast<int>(width)) << "name"
@@ -100,6 +101,7 @@ class Table {
         << "  " << std::setw(12) << "max rel"
         << "  result  (sketch rows: over the sketch statistics)\n";
     for (const auto& r : rows_) {
+      if (failures_only && r.result.pass) continue;
       out << std::left << std::setw(static_cast<int>(width)) << r.name << "  " << std::right
           << std::scientific << std::setprecision(3) << std::setw(12) << number(r.result.max_abs)
           << "  " << std::setw(12) << number(r.result.max_rel) << "  "
@@ -261,7 +263,8 @@ int cmd_verify(int argc, char** argv) {
       ("allow-tf32", "keep TF32 on for CUDA convolutions and matmuls while verifying (default: "
        "off, as the references are full float32)")
       ("allow-no-examples", "exit 0 on an archive without bundled examples (default: exit 1, "
-       "nothing was verified)");
+       "nothing was verified)")
+      ("quiet", "print only the rows that fail and the summary lines, not every check");
   // clang-format on
   add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
@@ -347,7 +350,7 @@ int cmd_verify(int argc, char** argv) {
     }
   }
 
-  table.print(std::cout);
+  table.print(std::cout, result.count("quiet") > 0);
   if (tol.cross_device && any_references) {
     std::cout << "cross-device: the references were computed on " << reference_device
               << ", this runs on " << c10::DeviceTypeName(device.type(), true)

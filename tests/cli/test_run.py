@@ -174,3 +174,22 @@ def test_input_gradients(cli, tmp_path):
     model(xe).backward(torch.ones(4, 10))
     assert_close(got["input:0"], xe.grad)
     assert "grad input:0" in cli.ok("verify", path).out
+
+
+def test_print_shows_the_output_values(cli, archives):
+    r = cli.ok("run", archives.get("mlp").path, "--print")
+    assert "[ CPUFloatType{4,10} ]" in r.out or "CPUFloatType{4,10}" in r.out, r.out
+
+
+def test_seed_repeats_the_random_draws_of_a_training_run(cli, tmp_path):
+    import pt2rt
+    import random_models
+    model, args = random_models.build_dropout()
+    path = tmp_path / "dropout.pt2"
+    pt2rt.export(model, args).save(str(path))
+    runs = []
+    for seed in ("7", "7", "8"):
+        out = tmp_path / f"out{len(runs)}.pt"
+        cli.ok("run", path, "--train", "--seed", seed, "--outputs", out)
+        runs.append(torch.load(str(out))[0])
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])

@@ -334,3 +334,15 @@ def test_draws_in_another_order_than_eager_are_checked_by_dtype_shape_and_finite
     r = cli.ok("verify", other)
     assert "the graphs draw in another order than eager did, found at export" in r.out, r.out
     assert "random: dtype, shape, finite" in r.out
+
+
+def test_quiet_prints_only_failures_and_the_summary(cli, archives, tmp_path):
+    path = archives.get("cnn_bn").path
+    r = cli.ok("verify", path, "--quiet")
+    assert not [line for line in r.out.splitlines() if line.startswith("example0")]
+    assert r.out.splitlines()[-1].startswith("OK:")
+    bad = tmp_path / "bumped.pt2"
+    rewrite_archive(path, bad, _bump_output)
+    r = cli("verify", bad, "--quiet")
+    rows = [line for line in r.out.splitlines() if line.startswith("example0")]
+    assert r.rc == 1 and len(rows) == 1 and "FAIL" in rows[0], str(r)

@@ -3,8 +3,7 @@
 // Usage: consumer <model.pt2>; prints "consumer: ok" and exits 0 when everything worked.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <pt2rt/errors.h>
-#include <pt2rt/model.h>
+#include <pt2rt/pt2rt.h>  // the umbrella header: every public header compiles in a consumer
 
 #include <cstring>
 #include <iostream>
