@@ -131,7 +131,8 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   if (!bounded && !options.allow_symbolic_shapes) {
     throw FormatError("program.fb: a symbolic size (dynamic shape) has no upper bound in the "
                       "range constraints, so pt2rt cannot bound a run at load; export it with a "
-                      "max, or load with LoadOptions::allow_symbolic_shapes (trusted archives)");
+                      "max (pt2rt.Dim(name, min=..., max=...)), or load a trusted archive with "
+                      "LoadOptions::allow_symbolic_shapes (export-cli --trusted)");
   }
   auto state = std::make_shared<ModelState>();
   state->program = program;

@@ -19,6 +19,7 @@ user input; every problem is an ``ExportError`` naming the argument, the dim and
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -200,6 +201,15 @@ def normalize(spec: Any, names: Sequence[str], inputs: Sequence[torch.Tensor]
                 dims[k % x.dim()] = d
         result.append(InputDims(name, dims))
     _check_examples(result, inputs)
+    unbounded = sorted({(d.root if isinstance(d, DerivedDim) else d).name
+                        for r in result for d in r.dims.values()
+                        if (d.root if isinstance(d, DerivedDim) else d).max >= INT64_MAX})
+    if unbounded:
+        warnings.warn(f"pt2rt.export: Dim {', '.join(map(repr, unbounded))} has no max: the "
+                      "C++ runtime cannot bound a call's memory and time at load, so it loads "
+                      "the archive only as trusted (LoadOptions::allow_symbolic_shapes, "
+                      "export-cli --trusted); give it a max, e.g. pt2rt.Dim(name, max=1024), "
+                      "to keep the untrusted-archive bounds", stacklevel=4)
     return result if any(r.dims for r in result) else None
 
 

@@ -158,3 +158,11 @@ def test_references_record_their_distance_from_float64():
 def test_the_capture_device_is_recorded():
     exported = pt2rt.export(nn.Linear(3, 2), (torch.randn(4, 3),))
     assert exported.program.producer.capture_device == "cpu"
+
+
+def test_an_unbounded_dim_is_warned_about_at_export():
+    """torch.export users write Dim('batch') without a max; the runtime then refuses the
+    archive unless trusted. The exporter says so, naming the flag and the field."""
+    model = nn.Linear(3, 2)
+    with pytest.warns(UserWarning, match=r"Dim 'batch' has no max.*export-cli --trusted"):
+        pt2rt.export(model, (torch.randn(4, 3),), dynamic_shapes={"input": {0: pt2rt.Dim("batch")}})
