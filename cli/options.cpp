@@ -99,7 +99,10 @@ void add_load_options(cxxopts::Options& options) {
        "accepted (the operator policy still applies; see --allow-op)");
   options.add_options("loading")
       ("map", "memory-map the archive instead of reading it (LoadOptions::map_weights): "
-       "weights view the file, load is O(metadata); entry CRCs are not checked");
+       "weights view the file, load is O(metadata); the entries' CRCs are checked on a "
+       "background thread, which the first call waits for")
+      ("map-unchecked", "with --map: do not check the entries' CRCs (runs the mapped bytes "
+       "as they are; LoadOptions::check_mapped_weights = false)");
   // clang-format on
 }
 
@@ -127,6 +130,10 @@ LoadOptions load_options(const cxxopts::ParseResult& result) {
     o.allow_symbolic_shapes = true;
   }
   o.map_weights = result.count("map") != 0;
+  if (result.count("map-unchecked")) {
+    if (!o.map_weights) throw UsageError("--map-unchecked needs --map");
+    o.check_mapped_weights = false;
+  }
   if (result.count("allow-op")) o.allow_operators = result["allow-op"].as<std::vector<std::string>>();
   return o;
 }

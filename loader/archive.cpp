@@ -145,10 +145,13 @@ void read_entry_locked(const Archive::Impl& impl, uint64_t idx, void* dst, uint6
   }
   ZipFileCloser closer{f};
   auto* out = static_cast<uint8_t*>(dst);
+  // dst == nullptr: read and discard, 1 MiB at a time (the CRC check only)
+  const uint64_t chunk = out != nullptr ? kReadChunk : uint64_t{1} << 20;
+  std::vector<uint8_t> scratch(out != nullptr ? 0 : static_cast<size_t>(std::min(chunk, size)));
   uint64_t done = 0;
   while (done < size) {
-    const uint64_t want = std::min(kReadChunk, size - done);
-    const zip_int64_t n = zip_fread(f, out + done, want);
+    const uint64_t want = std::min(chunk, size - done);
+    const zip_int64_t n = zip_fread(f, out != nullptr ? out + done : scratch.data(), want);
     if (n < 0) {
       throw FormatError(where + ": read failed after " + std::to_string(done) + " of " +
                         std::to_string(size) + " bytes (libzip: " + zip_file_strerror(f) + ")");
@@ -507,6 +510,12 @@ const uint8_t* Archive::mapped_entry(const std::string& name) const {
                       " bytes");
   }
   return impl_->mapping->data() + e.data_offset;
+}
+
+void Archive::check_entry(const std::string& name) const {
+  const EntryInfo& e = entry(name);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  read_entry_locked(*impl_, impl_->index.at(name), nullptr, e.size);
 }
 
 void Archive::read_into(const std::string& name, void* dst, uint64_t size) const {

@@ -5,6 +5,8 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
+#include <future>
+
 #include "autograd_function.h"
 #include "call_bounds.h"
 #include "input_check.h"
@@ -60,13 +62,38 @@ Model::~Model() = default;
 Model Model::load(const std::string& path, c10::Device device, const LoadOptions& options) {
   auto archive = std::make_shared<const Archive>(
       options.map_weights ? Archive::open_mapped(MappedFile::open(path)) : Archive::open(path));
-  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device, options), false}));
+  const bool unchecked = archive->mapping() && device.is_cpu();  // map_weights skipped the CRCs
+  auto impl = std::make_unique<Impl>(Impl{load_state(archive, device, options), false, {}});
+  if (unchecked && options.check_mapped_weights) {
+    // The file read once more through libzip (not the mapping, whose pages training may
+    // already have written), entry by entry, off the load's path.
+    std::vector<std::string> entries;
+    for (const WeightInfo& w : impl->state->program->weights) entries.push_back(w.entry);
+    impl->weight_check = std::async(std::launch::async, [path, entries]() -> std::string {
+                           try {
+                             const Archive file = Archive::open(path);
+                             for (const std::string& e : entries) file.check_entry(e);
+                             return std::string();
+                           } catch (const std::exception& e) {
+                             return std::string(e.what()) +
+                                    " (LoadOptions::map_weights: the weights mapped at load "
+                                    "differ from what was written)";
+                           }
+                         }).share();
+  }
+  return Model(std::move(impl));
+}
+
+void Model::Impl::require_checked_weights() const {
+  if (!weight_check.valid()) return;
+  const std::string& problem = weight_check.get();
+  if (!problem.empty()) throw FormatError(problem);
 }
 
 Model Model::load(const uint8_t* data, size_t size, c10::Device device,
                   const LoadOptions& options) {
   auto archive = std::make_shared<const Archive>(Archive::from_bytes(data, size));
-  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device, options), false}));
+  return Model(std::make_unique<Impl>(Impl{load_state(std::move(archive), device, options), false, {}}));
 }
 
 Model Model::from_program(std::shared_ptr<const Program> program, std::vector<at::Tensor> weights,
@@ -85,10 +112,11 @@ Model Model::from_program(std::shared_ptr<const Program> program, std::vector<at
     }
   }
   return Model(std::make_unique<Impl>(
-      Impl{compile_model(std::move(program), std::move(weights), device, options), false}));
+      Impl{compile_model(std::move(program), std::move(weights), device, options), false, {}}));
 }
 
 std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) const {
+  impl_->require_checked_weights();
   const std::shared_ptr<ModelState>& state = impl_->state;
   const ModelState& s = *state;
   if (impl_->training && s.forward && (c10::GradMode::is_enabled() || !s.inference)) {

@@ -2,6 +2,7 @@
 // own files and tests.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,11 @@ namespace pt2rt {
 struct Model::Impl {
   std::shared_ptr<ModelState> state;
   bool training = false;
+  /// A mapped load's weight CRC check (LoadOptions::check_mapped_weights), running on its own
+  /// thread: "" when every entry matched, else the FormatError message. Invalid when none.
+  std::shared_future<std::string> weight_check;
+  /// Waits for weight_check; throws its FormatError (every call) when an entry differed.
+  void require_checked_weights() const;
 };
 
 /// Model::save with writer options (tests use WriteOptions::fail_after_bytes to simulate a

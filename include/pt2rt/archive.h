@@ -103,6 +103,11 @@ class Archive {
   ///   (both numbers in the message), or a read fails (short read, CRC error).
   void read_into(const std::string& name, void* dst, uint64_t size) const;
 
+  /// Reads entry `name` through libzip without keeping its bytes (1 MiB at a time), so that
+  /// its CRC-32 and length are checked. Thread-safe.
+  /// @throws FormatError naming the entry: missing, short or long read, CRC error.
+  void check_entry(const std::string& name) const;
+
   /// The mapping this archive was opened on (open_mapped), or null.
   const std::shared_ptr<const MappedFile>& mapping() const;
   /// For an archive opened with open_mapped: a pointer to the bytes of STORED entry `name`

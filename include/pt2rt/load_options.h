@@ -77,7 +77,8 @@ struct LoadOptions {
   /// mapping (pt2rt/mapped_weights.h), so load costs O(metadata) and resident memory grows
   /// only by the pages a run touches (shared with the page cache). Every check of a read
   /// load applies (entry names and layout, data inside the file, STORED, 64-byte alignment,
-  /// sizes, the decode budget, the meta-device run bounds) except the entries' CRC-32.
+  /// sizes, the decode budget, the meta-device run bounds); the entries' CRC-32 are checked
+  /// on a background thread started at load (check_mapped_weights), off the load's path.
   /// The mapping is private copy-on-write: training and in-place updates work, each written
   /// page becoming a private copy; the file is never modified. The file must not be
   /// truncated or rewritten in place while the model lives (a truncated mapping faults with
@@ -85,6 +86,12 @@ struct LoadOptions {
   /// safe). Ignored for Model::load from memory; for a non-CPU device the weights are read
   /// from the mapping and copied to the device.
   bool map_weights = false;
+  /// With map_weights: check every weight entry's CRC-32 (the file read once more through
+  /// libzip) on a thread started by the load; the first forward() waits for it and, when an
+  /// entry's bytes differ from what was written, throws FormatError naming the entry — as
+  /// that call and every later one does — so no call runs corrupted weights. false: the
+  /// caller accepts running the mapped bytes unchecked (export-cli --map-unchecked).
+  bool check_mapped_weights = true;
   /// Compile, check and keep only the inference graph (a deployment that never trains): the
   /// forward and backward graphs are neither compiled nor run on the meta device, which
   /// roughly thirds the O(nodes) part of a load (with map_weights, nearly all of it).

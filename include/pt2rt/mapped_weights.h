@@ -9,7 +9,9 @@
 // optimizer step, copy_) work and stay private to the process; the file never changes.
 //
 // What load_weights checks and this does not: the CRC-32 of the weight entries (checking it
-// would read every byte, which is what mapping avoids). Everything else is checked alike —
+// would read every byte, which is what mapping avoids; Model::load checks them on a thread of
+// its own, LoadOptions::check_mapped_weights, and its first call waits for that). Everything
+// else is checked alike —
 // entry present, STORED, 64-byte aligned, inside the file, exactly dtype x storage-numel
 // bytes; bool weights hold only bytes 0 and 1 (those few are read).
 #pragma once

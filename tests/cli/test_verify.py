@@ -346,3 +346,9 @@ def test_quiet_prints_only_failures_and_the_summary(cli, archives, tmp_path):
     r = cli("verify", bad, "--quiet")
     rows = [line for line in r.out.splitlines() if line.startswith("example0")]
     assert r.rc == 1 and len(rows) == 1 and "FAIL" in rows[0], str(r)
+
+
+def test_map_unchecked_needs_map(cli, archives):
+    cli.usage_error("verify", archives.get("mlp").path, "--map-unchecked",
+                    mentions=["--map-unchecked needs --map"])
+    assert "OK:" in cli.ok("verify", archives.get("mlp").path, "--map", "--map-unchecked").out

@@ -120,3 +120,32 @@ TEST_CASE("an inference-only load runs eval mode like a full load and refuses tr
   o.inference_only = true;
   CHECK_THROWS_AS(Model::from_program(train_only, weights, c10::kCPU, o), InputError);
 }
+
+TEST_CASE("a mapped load never runs weights that differ from what was written",
+          "[mapped][crc]") {
+  // A copy of the fixture with one byte of a weight entry flipped: the zip stays intact (the
+  // CRC-32 in its directory no longer matches the bytes).
+  const std::string path = archive_path("cnn_bn", "default");
+  const Archive archive = Archive::open(path);
+  const EntryInfo& w = archive.entry("weights/0");
+  std::vector<char> bytes = file_bytes(path);
+  bytes[w.data_offset + w.size / 2] ^= 0x40;
+  const std::string bad = path + ".flipped.pt2";
+  std::ofstream(bad, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const std::vector<at::Tensor> x = to_tensors(load_record("cnn_bn_ref.pt").at("inputs"));
+
+  Model m = Model::load(bad, c10::kCPU, mapped());  // the load itself reads no weight byte
+  m.eval();
+  for (int call = 0; call < 2; ++call) {  // the first call and every later one
+    REQUIRE_THROWS_AS(m.forward(x), FormatError);
+    REQUIRE_THROWS_WITH(m.forward(x), Contains("weights/0") && Contains("map_weights"));
+  }
+  LoadOptions unchecked = mapped();
+  unchecked.check_mapped_weights = false;  // the caller accepts the risk: it runs
+  Model u = Model::load(bad, c10::kCPU, unchecked);
+  u.eval();
+  CHECK_NOTHROW(u.forward(x));
+  // A read load checks the CRC while reading.
+  CHECK_THROWS_AS(Model::load(bad), FormatError);
+  std::remove(bad.c_str());
+}
