@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
 
 #include "archive_facts.h"
 #include "cli.h"
@@ -39,33 +41,36 @@ GraphRole parse_role(const std::string& text) {
   throw UsageError("--graph must be inference, forward or backward, got '" + text + "'");
 }
 
-/// --dot FILE / --svg FILE (graph_dot.h). Without --dot, the DOT source for --svg goes to a
-/// temporary file next to the SVG.
-int write_pictures(const cxxopts::ParseResult& result, const Program& program) {
-  std::string dot_path = result.count("dot") ? result["dot"].as<std::string>() : "";
-  if (dot_path == "-") {
-    write_dot(std::cout, program);
-    if (!result.count("svg")) return kExitOk;
+/// --dot FILE / --svg FILE (graph_dot.h): the graph --graph names, else all of them. The DOT
+/// file is written atomically; the SVG is rendered from the DOT text (no temporary file).
+int write_pictures(const cxxopts::ParseResult& result, const Program& program,
+                   const std::optional<GraphRole>& role) {
+  DotOptions options;
+  options.role = role;
+  const int depth = result["module-depth"].as<int>();
+  if (depth < 0) throw UsageError("--module-depth must be 0 or more, got " + std::to_string(depth));
+  options.module_depth = static_cast<size_t>(depth);
+  if (role && program.graph(*role) == nullptr) {
+    throw UsageError(std::string("the archive has no ") + to_string(*role) + " graph");
+  }
+  const std::string dot_path = result.count("dot") ? result["dot"].as<std::string>() : "";
+  if (dot_path == "-" && result.count("svg")) {
     throw UsageError("--svg needs --dot FILE (not -) or no --dot");
   }
-  const bool temporary = dot_path.empty();
-  if (temporary) dot_path = result["svg"].as<std::string>() + ".dot.tmp";
-  {
-    std::ofstream file(dot_path, std::ios::trunc);
-    write_dot(file, program);
-    file.close();
-    if (!file) throw UsageError("cannot write " + dot_path);
+  std::ostringstream text;
+  const size_t nodes = write_dot(text, program, options);
+  if (dot_path == "-") {
+    std::cout << text.str();
+    return kExitOk;
   }
-  if (!temporary) std::cout << "wrote " << dot_path << "\n";
+  if (!dot_path.empty()) {
+    write_text_atomically(text.str(), dot_path);
+    std::cout << "wrote " << dot_path << "\n";
+  }
   if (result.count("svg")) {
-    try {
-      render_svg(dot_path, result["svg"].as<std::string>());
-    } catch (...) {
-      if (temporary) std::remove(dot_path.c_str());
-      throw;
-    }
-    if (temporary) std::remove(dot_path.c_str());
-    std::cout << "wrote " << result["svg"].as<std::string>() << "\n";
+    const std::string svg = result["svg"].as<std::string>();
+    render_svg(text.str(), nodes, svg);
+    std::cout << "wrote " << svg << " (" << nodes << " nodes)\n";
   }
   return kExitOk;
 }
@@ -87,8 +92,11 @@ int cmd_inspect(int argc, char** argv) {
        cxxopts::value<std::string>())
       ("dot", "write the graphs as Graphviz DOT to FILE (- for stdout)",
        cxxopts::value<std::string>())
-      ("svg", "render the graphs to FILE.svg with Graphviz's dot (Debian package graphviz)",
-       cxxopts::value<std::string>());
+      ("svg", "render the graphs to FILE.svg with Graphviz's dot (Debian package graphviz); "
+       "with --graph, that graph only",
+       cxxopts::value<std::string>())
+      ("module-depth", "--dot/--svg: cluster each graph's nodes by module FQN cut to N "
+       "components (0: no clusters)", cxxopts::value<int>()->default_value("2"));
   // clang-format on
   const auto args = parse_model_options(options, argc, argv);
   if (!args) return kExitOk;
@@ -100,7 +108,7 @@ int cmd_inspect(int argc, char** argv) {
   const Archive archive = Archive::open(args->path);
   const ArchiveFacts facts = read_archive_facts(args->path, archive);
   const auto program = read_program(archive);
-  if (result.count("dot") || result.count("svg")) return write_pictures(result, *program);
+  if (result.count("dot") || result.count("svg")) return write_pictures(result, *program, role);
 
   if (role) {
     const Graph* graph = program->graph(*role);

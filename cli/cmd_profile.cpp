@@ -2,7 +2,7 @@
 // (the ETDump / Inspector analogue; pt2rt/node_observer.h times the nodes).
 //
 //   export-cli profile <model.pt2> [--train] [--iters N] [--warmup W] [--inputs in.pt]
-//                      [--device cpu|cuda] [--top K] [--json]
+//                      [--device cpu|cuda] [--top K] [--json] [--inference-only] [--onednn-benchmark]
 //
 // Runs W untimed calls, then N calls (inference, or with --train the training forward and
 // the backward with ones as cotangents) while a NodeProfile observes every node the plans
@@ -50,6 +50,18 @@ double median(std::vector<double> v) {
 std::string cell(const std::string& text, size_t width) {
   std::string s = terminal_safe(text);
   return s.size() <= width ? s : s.substr(0, width - 3) + "...";
+}
+
+/// A column's width: its widest shown cell (terminal-safe) plus a space, at least `header`
+/// wide and at most `limit` (longer cells are cut with "...").
+template <typename Row, typename Get>
+size_t column_width(const std::vector<Row>& rows, size_t shown, Get get, size_t header,
+                    size_t limit = 64) {
+  size_t w = header;
+  for (size_t i = 0; i < shown && i < rows.size(); ++i) {
+    w = std::max(w, terminal_safe(get(rows[i])).size() + 1);
+  }
+  return std::min(w, limit);
 }
 
 void print_json(const std::string& path, bool train, int iters, int warmup,
@@ -111,22 +123,25 @@ void print_table(const std::string& path, bool train, const std::vector<CallTime
   const auto shown = [&](size_t n) { return top == 0 ? n : std::min(n, top); };
 
   const std::vector<NodeRow> node_rows = profile.node_rows();
-  std::cout << "\nnodes (" << shown(node_rows.size()) << " of " << node_rows.size()
-            << ", by total time)\n"
+  const size_t n_nodes = shown(node_rows.size());
+  const size_t wn = column_width(node_rows, n_nodes, [](const NodeRow& r) { return r.name; }, 6);
+  const size_t wo = column_width(node_rows, n_nodes, [](const NodeRow& r) { return r.op; }, 4);
+  const size_t wr =
+      column_width(node_rows, n_nodes, [](const NodeRow& r) { return r.outputs; }, 8);
+  const auto w = [](size_t n) { return std::setw(static_cast<int>(n)); };
+  std::cout << "\nnodes (" << n_nodes << " of " << node_rows.size() << ", by total time)\n"
             << std::left << std::setw(10) << "graph" << std::right << std::setw(5) << "node"
-            << "  " << std::left << std::setw(24) << "name" << std::setw(28) << "op"
-            << std::setw(30) << "output" << std::right << std::setw(7) << "calls"
-            << std::setw(11) << "total ms" << std::setw(11) << "mean us" << std::setw(8)
-            << "share" << "\n";
+            << "  " << std::left << w(wn) << "name" << w(wo) << "op" << w(wr) << "output"
+            << std::right << std::setw(7) << "calls" << std::setw(11) << "total ms"
+            << std::setw(11) << "mean us" << std::setw(8) << "share" << "\n";
   bool any_prologue = false;
-  for (size_t i = 0; i < shown(node_rows.size()); ++i) {
+  for (size_t i = 0; i < n_nodes; ++i) {
     const NodeRow& r = node_rows[i];
     any_prologue = any_prologue || r.prologue;
     std::cout << std::left << std::setw(10)
               << (std::string(to_string(r.graph)) + (r.prologue ? "*" : "")) << std::right
-              << std::setw(5)
-              << r.node << "  " << std::left << std::setw(24) << cell(r.name, 23) << std::setw(28)
-              << cell(r.op, 27) << std::setw(30) << cell(r.outputs, 29) << std::right
+              << std::setw(5) << r.node << "  " << std::left << w(wn) << cell(r.name, wn - 1)
+              << w(wo) << cell(r.op, wo - 1) << w(wr) << cell(r.outputs, wr - 1) << std::right
               << std::setw(7) << r.calls << std::setw(11) << std::setprecision(3)
               << r.total_us / 1000.0 << std::setw(11) << std::setprecision(1)
               << r.total_us / static_cast<double>(r.calls) << std::setw(7) << share(r.total_us)
@@ -136,14 +151,16 @@ void print_table(const std::string& path, bool train, const std::vector<CallTime
     std::cout << "* a weight-only node of the cached prologue: runs when a weight changed\n";
   }
   const std::vector<OpRow> op_rows = profile.op_rows();
+  const size_t wop =
+      column_width(op_rows, shown(op_rows.size()), [](const OpRow& r) { return r.op; }, 4, 96);
   std::cout << "\noperators (" << shown(op_rows.size()) << " of " << op_rows.size()
             << ", by total time)\n"
-            << std::left << std::setw(44) << "op" << std::right << std::setw(7) << "nodes"
+            << std::left << w(wop) << "op" << std::right << std::setw(7) << "nodes"
             << std::setw(8) << "calls" << std::setw(11) << "total ms" << std::setw(11)
             << "mean us" << std::setw(8) << "share" << "\n";
   for (size_t i = 0; i < shown(op_rows.size()); ++i) {
     const OpRow& r = op_rows[i];
-    std::cout << std::left << std::setw(44) << cell(r.op, 43) << std::right << std::setw(7)
+    std::cout << std::left << w(wop) << cell(r.op, wop - 1) << std::right << std::setw(7)
               << r.nodes << std::setw(8) << r.calls << std::setw(11) << std::setprecision(3)
               << r.total_us / 1000.0 << std::setw(11) << std::setprecision(1)
               << r.total_us / static_cast<double>(r.calls) << std::setw(7) << share(r.total_us)
@@ -162,12 +179,14 @@ int cmd_profile(int argc, char** argv) {
       ("train", "profile the training forward and the backward (ones as cotangents)")
       ("iters", "timed calls", cxxopts::value<int>()->default_value("10"))
       ("warmup", "untimed calls first", cxxopts::value<int>()->default_value("2"))
-      ("inputs", "torch.save file with the input tensors (default: the bundled example)",
+      ("inputs", "torch.save file with the input tensors: a tuple/list, or a dict {input name: "
+       "tensor} (default: the bundled example)",
        cxxopts::value<std::string>())
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
       ("top", "rows of each table (0: all)", cxxopts::value<int>()->default_value("20"))
       ("json", "print every row as one JSON object");
   // clang-format on
+  add_deployment_options(options);
   add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
   if (!args) return kExitOk;
@@ -181,11 +200,12 @@ int cmd_profile(int argc, char** argv) {
   const bool train = result.count("train") > 0;
   const c10::Device device = parse_device(result["device"].as<std::string>());
   std::vector<at::Tensor> inputs;
+  LoadOptions load = load_options(result);
+  apply_deployment_options(result, train, load);
+  Model model = Model::load(path, device, load);
   if (result.count("inputs")) {
-    inputs = load_tensor_list(result["inputs"].as<std::string>(), "--inputs");
-  }
-  Model model = Model::load(path, device, load_options(result));
-  if (!result.count("inputs")) {
+    inputs = load_inputs(result["inputs"].as<std::string>(), "--inputs", model.signature());
+  } else {
     const std::vector<Example> examples = model.examples();
     if (examples.empty()) throw UsageError(path + " has no bundled example; give --inputs");
     for (const auto& t : examples[0].inputs) inputs.push_back(to_tensor(t));

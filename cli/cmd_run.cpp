@@ -34,7 +34,8 @@ int cmd_run(int argc, char** argv) {
       "archive to run");
   // clang-format off
   options.add_options()
-      ("inputs", "torch.save file with a tuple/list of input tensors (default: the bundled "
+      ("inputs", "torch.save file with a tuple/list of input tensors, or a dict {input name: "
+       "tensor} (default: the bundled "
                  "example)", cxxopts::value<std::string>())
       ("outputs", "write the outputs here (torch.save list of tensors)",
        cxxopts::value<std::string>())
@@ -48,15 +49,9 @@ int cmd_run(int argc, char** argv) {
       ("print", "print each output's values (LibTorch's tensor printing)")
       ("seed", "seed every default generator first (torch::manual_seed: the CPU one and each "
        "CUDA device's), so random ops such as dropout with --train draw the same again",
-       cxxopts::value<uint64_t>())
-      ("inference-only", "load as a deployment does (LoadOptions::inference_only): only the "
-       "inference graph; values computed from weights alone cached, oneDNN convolution "
-       "weights packed once")
-      ("onednn-benchmark", "implies --inference-only; on CPU, time each convolution and linear "
-       "layer at load with ATen's kernel and with oneDNN and run the faster "
-       "(LoadOptions::onednn_benchmark: results then differ from eager PyTorch by float "
-       "rounding)");
+       cxxopts::value<uint64_t>());
   // clang-format on
+  add_deployment_options(options);
   add_load_options(options);
   const auto args = parse_model_options(options, argc, argv);
   if (!args) return kExitOk;
@@ -68,22 +63,17 @@ int cmd_run(int argc, char** argv) {
     throw UsageError("--grad-outputs and --grads need --train");
   }
   LoadOptions load = load_options(result);
-  load.onednn_benchmark = result.count("onednn-benchmark") > 0;
-  load.inference_only = load.onednn_benchmark || result.count("inference-only") > 0;
-  if (train && load.inference_only) {
-    throw UsageError("--train cannot run on an --inference-only / --onednn-benchmark load");
-  }
+  apply_deployment_options(result, train, load);
   std::vector<at::Tensor> inputs, grad_outputs;
-  if (result.count("inputs")) {
-    inputs = load_tensor_list(result["inputs"].as<std::string>(), "--inputs");
-  }
   if (result.count("grad-outputs")) {
     grad_outputs = load_tensor_list(result["grad-outputs"].as<std::string>(), "--grad-outputs");
   }
 
   Model model = Model::load(path, device, load);
   if (result.count("seed")) at::manual_seed(result["seed"].as<uint64_t>());
-  if (!result.count("inputs")) {
+  if (result.count("inputs")) {
+    inputs = load_inputs(result["inputs"].as<std::string>(), "--inputs", model.signature());
+  } else {
     const std::vector<Example> examples = model.examples();
     if (examples.empty()) {
       throw UsageError(path + " has no bundled example; give --inputs");

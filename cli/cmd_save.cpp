@@ -128,7 +128,6 @@ int cmd_save(int argc, char** argv) {
       ("no-train", "export the inference graph only (no forward/backward graphs)")
       ("no-inference", "skip the inference graph")
       ("no-examples", "do not bundle the example inputs and eager references")
-      ("verbose", "on failure, the exporter's whole message and Python traceback")
       ("full-references", "bundle every gradient reference in full (default: compact "
        "sketches, a few numbers per gradient; the archive grows by about the weights' size)")
       ("optimize-inference", "fold BatchNorm into the convolution/linear before it in the "

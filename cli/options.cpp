@@ -54,7 +54,11 @@ void check_strict(const cxxopts::Options& options, const cxxopts::ParseResult& r
 
 cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv,
                                    bool* help_shown) {
-  options.add_options()("h,help", "Print this help and exit");
+  // --verbose is taken out of argv by main() (any subcommand); listed here for --help, and
+  // parsed again by `save`, which main() hands it to.
+  options.add_options()("verbose", "errors in full: an execution error's node arguments and "
+                                   "export stack trace; for save, the exporter's traceback")
+      ("h,help", "Print this help and exit");
   auto result = options.parse(argc, argv);
   *help_shown = result.count("help") > 0;
   if (!*help_shown) check_strict(options, result, argc, argv);
@@ -104,6 +108,27 @@ void add_load_options(cxxopts::Options& options) {
       ("map-unchecked", "with --map: do not check the entries' CRCs (runs the mapped bytes "
        "as they are; LoadOptions::check_mapped_weights = false)");
   // clang-format on
+}
+
+void add_deployment_options(cxxopts::Options& options) {
+  // clang-format off
+  options.add_options()
+      ("inference-only", "load as a deployment does (LoadOptions::inference_only): only the "
+       "inference graph; values computed from weights alone cached, oneDNN convolution "
+       "weights packed once")
+      ("onednn-benchmark", "implies --inference-only; on CPU, time each convolution and linear "
+       "layer at load with ATen's kernel and with oneDNN and run the faster "
+       "(LoadOptions::onednn_benchmark: results then differ from eager PyTorch by float "
+       "rounding)");
+  // clang-format on
+}
+
+void apply_deployment_options(const cxxopts::ParseResult& result, bool train, LoadOptions& load) {
+  load.onednn_benchmark = result.count("onednn-benchmark") > 0;
+  load.inference_only = load.onednn_benchmark || result.count("inference-only") > 0;
+  if (train && load.inference_only) {
+    throw UsageError("--train cannot run on an --inference-only / --onednn-benchmark load");
+  }
 }
 
 LoadOptions load_options(const cxxopts::ParseResult& result) {

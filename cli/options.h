@@ -47,6 +47,14 @@ void add_load_options(cxxopts::Options& options);
 /// @throws UsageError for a bound that is not a positive integer.
 LoadOptions load_options(const cxxopts::ParseResult& result);
 
+/// Adds --inference-only (LoadOptions::inference_only) and --onednn-benchmark
+/// (LoadOptions::onednn_benchmark, implies --inference-only): the deployment loads of `run`
+/// and `profile`.
+void add_deployment_options(cxxopts::Options& options);
+/// Sets `load`'s inference_only / onednn_benchmark from those options.
+/// @throws UsageError when `train` (a training call needs the forward/backward graphs).
+void apply_deployment_options(const cxxopts::ParseResult& result, bool train, LoadOptions& load);
+
 /// parse_options on options made by model_options, then the <model.pt2> argument checked by
 /// require_file ("model archive"). std::nullopt when --help was shown (the caller then returns
 /// kExitOk).

@@ -131,6 +131,41 @@ std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::str
   return tensors;
 }
 
+std::vector<at::Tensor> load_inputs(const std::string& path, const std::string& what,
+                                    const Signature& signature) {
+  c10::IValue value = read_pickle(path, what);
+  if (!value.isGenericDict()) return load_tensor_list(path, what);
+  std::vector<at::Tensor> tensors(signature.inputs.size());
+  std::vector<bool> given(signature.inputs.size(), false);
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString()) {
+      throw UsageError(what + ": " + path + " is a dict with a " + kind_of(entry.key()) +
+                       " key; expected {input name: tensor}");
+    }
+    const std::string name = entry.key().toStringRef();
+    const int64_t i = signature.input_index(name);
+    if (i < 0) {
+      std::string names;
+      for (const TensorSpec& in : signature.inputs) names += (names.empty() ? "" : ", ") + in.name;
+      throw UsageError(what + ": " + path + " names input '" + name +
+                       "', which the model does not take (its inputs: " + names + ")");
+    }
+    if (!entry.value().isTensor()) {
+      throw UsageError(what + ": input '" + name + "' of " + path + " is a " +
+                       kind_of(entry.value()) + ", expected a tensor");
+    }
+    tensors[static_cast<size_t>(i)] = entry.value().toTensor();
+    given[static_cast<size_t>(i)] = true;
+  }
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!given[i]) {
+      throw UsageError(what + ": " + path + " has no input '" + signature.inputs[i].name +
+                       "' (a dict must name every input)");
+    }
+  }
+  return tensors;
+}
+
 Dataset load_dataset(const std::string& path, const std::string& what) {
   c10::IValue value = read_pickle(path, what);
   std::vector<c10::IValue> items;

@@ -27,6 +27,14 @@ namespace pt2rt::cli {
 /// @throws UsageError: missing file, not a torch.save file, or another content.
 std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::string& what);
 
+/// The user inputs of a call from an --inputs file: a tuple or list of tensors in forward()
+/// order (load_tensor_list), or a dict {input name: tensor} holding every input of
+/// `signature` by name (`torch.save({"x": x, "mask": m}, "in.pt")`, as
+/// `ExportedProgram.module()(**kwargs)` takes them).
+/// @throws UsageError naming the missing or unknown input, or as load_tensor_list.
+std::vector<at::Tensor> load_inputs(const std::string& path, const std::string& what,
+                                    const Signature& signature);
+
 /// Training or evaluation samples: one tensor per model input and the targets, all with the
 /// same first (sample) dimension.
 struct Dataset {

@@ -261,7 +261,12 @@ zip_t* open_zip_source(zip_source_t* src, zip_error_t* err, const std::string& s
     const std::string text = zip_error_text(err);
     zip_error_fini(err);
     zip_source_free(src);
-    if (code == ZIP_ER_NOZIP && zip_start) {
+    // libzip ≥ 1.10 names a cut-off archive ZIP_ER_TRUNCATED_ZIP; older ones say ZIP_ER_NOZIP.
+    bool truncated = code == ZIP_ER_NOZIP;
+#ifdef ZIP_ER_TRUNCATED_ZIP
+    truncated = truncated || code == ZIP_ER_TRUNCATED_ZIP;
+#endif
+    if (truncated && zip_start) {
       throw FormatError(source + ": truncated or damaged zip archive: it starts like one, but "
                         "its central directory (at the end of the file) is missing — an "
                         "interrupted copy or download? (libzip: " + text + ")");

@@ -192,12 +192,13 @@ class MetaRun {
       NodeCost nc = node_cost(schema, args, stack);
       if (!verified) {
         // Its real kernel may allocate up to four times what its inputs and declared results
-        // hold (temporaries, contiguous copies, reordered weights), plus its estimated
-        // scratch and 1 MiB; that cap is enforced per run, and counted here as scratch.
+        // hold (temporaries, contiguous copies), plus its estimated scratch and 1 MiB; that
+        // cap, with the weight reorders it may make on top (NodeCost::reorder_bytes), is
+        // enforced per run, and counted here as scratch.
         const uint64_t cap =
             sat_add(sat_add(sat_mul(4, sat_add(bytes_of(args), bytes_of(stack))), nc.scratch_bytes),
                     uint64_t{1} << 20);
-        unverified->emplace_back(instructions[i].node, cap);
+        unverified->emplace_back(instructions[i].node, sat_add(cap, nc.reorder_bytes));
         nc.scratch_bytes = std::max(nc.scratch_bytes, cap);
         ++cost.unverified;
       }
@@ -257,7 +258,11 @@ class MetaRun {
     }
     int training = -1;
     for (size_t j = 0; j < sargs.size() && j < args.size(); ++j) {
-      if (sargs[j].name() == "training" && args[j].isBool()) training = args[j].toBool();
+      // `training` (native_batch_norm & co.) or `train` (native_batch_norm_backward, which
+      // only reads the stats, in eval mode)
+      if ((sargs[j].name() == "training" || sargs[j].name() == "train") && args[j].isBool()) {
+        training = args[j].toBool();
+      }
     }
     for (size_t j = 0; j < sargs.size() && j < args.size(); ++j) {
       const bool writes = sargs[j].alias_info() && sargs[j].alias_info()->isWrite();

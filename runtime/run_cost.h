@@ -30,6 +30,10 @@ namespace pt2rt {
 struct NodeCost {
   uint64_t work = 0;           ///< element operations
   uint64_t scratch_bytes = 0;  ///< transient bytes beyond the node's results
+  /// Bytes a kernel may allocate to reorder a weight (oneDNN's blocked layouts, at most 256×
+  /// the weight, which the archive holds): allowed by the allocation cap of a kernel without a
+  /// Meta kernel (meta_check.cpp), not counted in the run's peak (a transient of one kernel).
+  uint64_t reorder_bytes = 0;
 };
 
 /// Per-node dispatch cost, in element operations (~1 µs of a kernel call).

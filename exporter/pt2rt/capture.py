@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import portability
+from . import export_policy, portability
 from .annotate import annotate
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .dynamic import normalize as normalize_dynamic_shapes
@@ -216,10 +216,12 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                     joint = backend.capture_joint(model, weights, sig, cpu_flat, constants,
                                                   decompositions=table, **extra)
                     check_tangents(model, eager, joint.graph.inputs)
+                    export_policy.check_graphs([joint.graph])  # before the partitioner
                     fw_bw = partition(joint, partitioner)
                     zero_tangents_of_parameter_mutations(fw_bw[-1])
                     graphs.extend(fw_bw)
             portability.check_portable(graphs)
+            export_policy.check_graphs(graphs)  # what the runtime would refuse at load
             program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
                                       signature=sig, capture=backend.CAPTURE_NAME,
                                       partitioner=partitioner if train else "",

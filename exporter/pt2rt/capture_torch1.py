@@ -29,8 +29,10 @@ marked dims are symbolic (``dynamic_torch1.py``), with pt2rt's symbolic-shape ru
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import operator
+import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -39,6 +41,8 @@ from torch.fx.experimental.proxy_tensor import get_proxy_slots, make_fx
 from torch.overrides import TorchFunctionMode
 
 from . import rnn_ops
+from .call_names import api_name
+from .traceable_ops import TORCH1_OPS, replacement
 from .decompositions import training_decompositions
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
@@ -66,16 +70,36 @@ _DATA_DEPENDENT = {torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__int_
                    torch.Tensor.numpy, torch.Tensor.__complex__}
 
 
+# torch API calls whose kernel reads a tensor argument's values without a dispatched read
+# (make_fx would see nothing and bake them).
+_READS_TENSOR_ARGUMENT = {torch.tensor_split, torch.Tensor.tensor_split}
+
+
 class _DataDependenceGuard(TorchFunctionMode):
     """Real-tensor ``make_fx`` would silently bake a Python value read from a traced tensor
     (``if x.sum() > 0``, ``x.item()``, ``x.tolist()``, ``x.numpy()``) into the graph as a
-    constant; this mode turns such reads into a CaptureError naming the call site. It also
-    runs ``F.one_hot`` as ``module_rewrites.one_hot_traceable`` (ATen's reads its indices'
-    min/max as Python ints)."""
+    constant; this mode turns such reads into a CaptureError naming the call site, and an op
+    whose implementation reads a value into one naming the op. It also runs ``F.one_hot`` as
+    ``module_rewrites.one_hot_traceable`` (ATen's reads its indices' min/max as Python ints)
+    and the ops of ``traceable_ops.TORCH1_OPS`` (quantile, cov, ...) in their traceable form."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.nn.functional.one_hot:
             return one_hot_traceable(*args, **(kwargs or {}))
+        traceable = replacement(func, TORCH1_OPS)
+        if traceable is not None:  # ops whose ATen kernel reads values (traceable_ops.py)
+            return traceable(*args, **(kwargs or {}))
+        if func in _READS_TENSOR_ARGUMENT and any(
+                isinstance(a, torch.Tensor) and (get_proxy_slots(a) or
+                                                 torch._is_functional_tensor(a))
+                for a in list(args[1:]) + list((kwargs or {}).values())):
+            # The kernel reads the index tensor's memory directly (no dispatched item()), so
+            # real-tensor make_fx would bake the traced split points as constants.
+            raise CaptureError(
+                f"pt2rt.export: {api_name(func)} with a tensor of split indices reads their "
+                "values in its kernel: the split sizes would be baked into the graph as "
+                "constants (a data-dependent size is not capturable); pass the indices as a "
+                f"list of ints; at:\n{user_stack(skip=2)}")
         if func in _DATA_DEPENDENT and args and isinstance(args[0], torch.Tensor) \
                 and (get_proxy_slots(args[0]) or torch._is_functional_tensor(args[0])):
             raise CaptureError(
@@ -83,7 +107,50 @@ class _DataDependenceGuard(TorchFunctionMode):
                 f"tensor would be baked into the graph as a constant (data-dependent control "
                 f"flow or conversion to Python/NumPy is not capturable); at:\n"
                 f"{user_stack(skip=2)}")
-        return func(*args, **(kwargs or {}))
+        try:
+            return func(*args, **(kwargs or {}))
+        except ExportError:
+            raise
+        except Exception as e:
+            # The mode sees the user's calls, not the ones inside them: this is the torch API
+            # call (torch.quantile, F.gaussian_nll_loss, Tensor.index_reduce) whose
+            # implementation read a traced value. The backward's reads are named in capture_joint.
+            if reads_traced_value(e) and func not in (torch.autograd.grad,
+                                                      torch.autograd.backward):
+                raise CaptureError(
+                    f"pt2rt.export: {api_name(func)} reads a traced tensor's value as a Python "
+                    "number or bool inside its implementation (a data-dependent check or size), "
+                    "which the static make_fx capture of torch 1.13 cannot represent "
+                    f"({type(e).__name__}: {str(e).splitlines()[0]}); at:\n"
+                    f"{user_stack(skip=2)}") from e
+            raise
+
+
+def reads_traced_value(e: BaseException) -> bool:
+    """Whether ``e`` is make_fx's refusal of a value read from a traced tensor (an op's kernel
+    calling ``item()`` / ``is_nonzero()`` on it)."""
+    return "get value out of a tracing tensor" in str(e)
+
+
+def _backward_name(node_name: str) -> str:
+    """``ScatterReduceBackward0`` -> ``scatter_reduce``."""
+    base = re.sub(r"Backward\d*$", "", node_name)
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
+
+
+def _watch_backward(outputs: Sequence[torch.Tensor], current: List[str]) -> None:
+    """Pre-hooks on the autograd graph behind ``outputs`` that record the name of each node as
+    the backward runs it (``current[-1]``: the node running now), so that a backward formula
+    reading a traced value can be named."""
+    seen = set()
+    queue = collections.deque(t.grad_fn for t in outputs if t.grad_fn is not None)
+    while queue:
+        node = queue.popleft()
+        if node in seen:
+            continue
+        seen.add(node)
+        node.register_prehook(lambda grads, name=node.name(): current.append(name))
+        queue.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
 
 
 def _trace(fn: Callable, args: Sequence, what: str, model: torch.nn.Module,
@@ -165,6 +232,7 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
     _tuple_vals(g)
     drop_unused_batch_norm_stats(g)
     bernoulli_out_of_place(g)
+    _reshape_alias_as_reshape(g)
 
     # Rebuild with lifted constants and primals_/tangents_ placeholder names.
     new = fx.Graph()
@@ -218,6 +286,20 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
     dg = DescribedGraph(role, result, new_inputs, [d for _, d in new_out])
     dg.check()
     return dg, n_plain + len(mut)
+
+
+def _reshape_alias_as_reshape(g: fx.Graph) -> None:
+    """torch 1.13 traces ``reshape`` / ``flatten`` of a tensor that is viewable at trace time
+    as ``aten._reshape_alias(x, sizes, strides)``: a view with the strides computed from the
+    traced tensor's. The traced user inputs are contiguous copies, so on an input with other
+    strides at run time (a transposed or sliced tensor) the view read the wrong elements
+    (OpInfo ``nn.functional.embedding_bag`` with non-contiguous indices). ``aten.reshape(x,
+    sizes)`` is the same view where it exists and a copy where it does not."""
+    for node in g.nodes:
+        if node.op == "call_function" and node.target is aten._reshape_alias.default:
+            node.target = aten.reshape.default
+            node.args = (node.args[0], node.args[1])
+            node.kwargs = {}
 
 
 def _tuple_vals(g: fx.Graph) -> None:
@@ -287,7 +369,22 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
                 grads: Sequence[Optional[torch.Tensor]] = [None] * len(targets)
                 if targets and diff:
                     prov.hook_backward([outs[i] for i in diff])
-                    grads = rnn_ops.grad([outs[i] for i in diff], targets, list(tang), cuts)
+                    running: List[str] = []
+                    _watch_backward([outs[i] for i in diff], running)
+                    try:
+                        grads = rnn_ops.grad([outs[i] for i in diff], targets, list(tang), cuts)
+                    except ExportError:
+                        raise
+                    except Exception as e:
+                        if reads_traced_value(e) and running:
+                            raise CaptureError(
+                                f"pt2rt.export: the backward of {_backward_name(running[-1])} "
+                                f"(autograd node {running[-1]}) reads a traced tensor's value "
+                                "as a Python number or bool (a data-dependent check or size in "
+                                "its derivative), which the static make_fx capture of torch "
+                                f"1.13 cannot represent ({type(e).__name__}: "
+                                f"{str(e).splitlines()[0]})") from e
+                        raise
             return tuple(outs) + tuple(grads)
 
         table = {**training_decompositions(), **(decompositions or {})}
@@ -370,7 +467,8 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
         # functorch 1.13's functionalize refuses saved-tensor hooks, which
         # torch.utils.checkpoint installs even under no_grad.
         with prov.recording(), capturable(model):
-            g1 = _trace(forward, args, "inference", model, decompositions, dynamic)
+            g1 = _trace(forward, args, "inference", model,
+                        {**training_decompositions(), **(decompositions or {})}, dynamic)
         if dynamic is None:
             replay_args = [_fresh(a) for a in args]
         else:

@@ -53,7 +53,10 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from . import aot_descriptors
-from .decompositions import lstm_final_state_fix, portable_decompositions
+from .call_names import FailingCall
+from .traceable_ops import TORCH2_OPS, TraceableOps
+from .decompositions import (linalg_checks_as_asserts, lstm_final_state_fix,
+                             portable_decompositions)
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from .errors import CaptureError, ExportError
 from .graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature, GraphRole,
@@ -152,10 +155,12 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
     if len(leaves) != len(flat) or any(a is not b for a, b in zip(leaves, flat)):
         raise ExportError("pt2rt.export: keyword inputs do not flatten in signature order")
     grad_mode = torch.enable_grad() if train else torch.no_grad()
+    calls = FailingCall()  # names the user's op in a data-dependent refusal
     try:
         with _mode(model, train), grad_mode, capturable(model), _views_as_copies(model), \
                 aliases_follow_substitution(model), lstm_final_state_fix(), \
-                MetaProvenance(model).recording(), contextlib.ExitStack() as stack:
+                linalg_checks_as_asserts(), MetaProvenance(model).recording(), calls, \
+                TraceableOps(TORCH2_OPS), contextlib.ExitStack() as stack:
             if dynamic is not None and has_lstm(model):  # a dynamic length: one pt2rt::lstm
                 stack.enter_context(sequence_ops())
             jd = aot_export_joint_with_descriptors(
@@ -166,12 +171,25 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
         raise
     except Exception as e:  # torch raises many types while tracing; report them uniformly
         if "DataDependent" in type(e).__name__:
+            call = calls.call_of(e)
+            inside = f", inside {call}" if call else ""
             raise CaptureError(
-                f"pt2rt.export: data-dependent Python value in {type(model).__name__} ({what}): "
-                "a traced tensor's value was read as a Python number or bool (item(), "
+                f"pt2rt.export: data-dependent Python value in {type(model).__name__} ({what}"
+                f"{inside}): a traced tensor's value was read as a Python number or bool (item(), "
                 "bool()/`if tensor`, int(), float(), tolist()); static-shape capture cannot "
                 f"represent it ({type(e).__name__}: {str(e).splitlines()[0]}); at:\n"
                 f"{user_stack_of(e.__traceback__)}") from e
+        if type(e).__name__ == "DynamicOutputShapeException":
+            op = getattr(e, "func", None)
+            name = op._schema.name if hasattr(op, "_schema") else str(e)
+            call = calls.call_of(e)
+            raise CaptureError(
+                f"pt2rt.export: {type(model).__name__} ({what}) calls {name}"
+                + (f" (from {call})" if call else "")
+                + ": its output sizes depend on tensor data (tag dynamic_output_shape), which a "
+                "program cannot declare and pt2rt cannot bound at load; compute a fixed-size "
+                "result instead (e.g. torch.where(mask, x, 0) for x[mask] / masked_select); "
+                f"at:\n{user_stack_of(e.__traceback__)}") from e
         raise CaptureError(f"pt2rt.export: cannot trace {type(model).__name__} ({what}) with "
                            f"aot_export_joint_with_descriptors: {type(e).__name__}: {e}") from e
 
@@ -389,12 +407,44 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
     _set_outputs(sig, out_spec)
     _merge_tied_weights(gm, _canonical_fqns(model, weights))
     dg = _describe(gm, weights, constants, GraphRole.Joint)
+    _zero_non_floating_tangents(dg)
     num_fwd = _forward_outputs_first(dg)
     if not any(d.kind is InputKind.Tangent for d in dg.inputs):
         raise CaptureError(f"pt2rt.export: {type(model).__name__} has nothing to "
                            "differentiate (no trainable parameter or grad-requiring input "
                            "reaches a floating output); export with train=False")
     return CapturedJoint(dg, num_fwd)
+
+
+def _zero_non_floating_tangents(joint: DescribedGraph) -> None:
+    """pt2rt's convention (``eager_run``, the bundled references, lane 1.13's capture): the
+    backward takes a cotangent for each floating output that requires grad. AOTAutograd also
+    gives complex outputs (``torch.complex``, ``view_as_complex``, ``fft.rfft``, ``linalg.eig``)
+    a tangent input; it is replaced by zeros of its static shape, so the archive's backward
+    takes the cotangents the references and ``export-cli verify`` supply (lane 1.13: the same
+    graph inputs). Left in place for a symbolic shape."""
+    graph = joint.module.graph
+    first_op = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    keep, changed = [], False
+    for ph, desc in zip(joint.placeholders(), joint.inputs):
+        val = ph.meta.get("val")
+        if desc.kind is not InputKind.Tangent or not isinstance(val, torch.Tensor) \
+                or val.is_floating_point() or first_op is None \
+                or not all(isinstance(d, int) for d in val.shape):
+            keep.append(desc)
+            continue
+        with graph.inserting_before(first_op):
+            zeros = graph.call_function(torch.ops.aten.zeros.default,
+                                        ([int(d) for d in val.shape],),
+                                        {"dtype": val.dtype, "device": val.device})
+        zeros.meta = dict(ph.meta)
+        ph.replace_all_uses_with(zeros)
+        graph.erase_node(ph)
+        changed = True
+    if changed:
+        joint.inputs[:] = keep
+        joint.module.recompile()
+        joint.check()
 
 
 def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,

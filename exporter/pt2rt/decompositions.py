@@ -99,6 +99,40 @@ def _legit_no_stats(input, weight, bias, training, momentum, eps):
                                           eps)
 
 
+# torch >= 2.3's ``_batch_norm_with_update`` / ``_batch_norm_no_update`` (what
+# ``torch.export``'s pre-dispatch graphs call; ``torch.ops.aten`` users too) and their backward
+# ``batch_norm_backward`` take the running statistics as plain tensor arguments; the runtime
+# refuses a batch norm that gets them in training mode (LibTorch 1.13's overwrite them), and
+# LibTorch 1.13 has none of the three. The same computation with ``native_batch_norm``: the
+# update as above (new statistics returned, so functionalization makes them InputMutation
+# outputs), eval mode with the statistics read, the backward as ``native_batch_norm_backward``
+# on ``save_mean`` / ``save_invstd`` (training) or the running statistics (eval).
+
+def _with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
+    out, save_mean, save_invstd = aten.native_batch_norm.default(
+        input, weight, bias, None, None, True, momentum, eps)
+    new_mean, new_var = running_stats_update(input, save_mean, save_invstd, running_mean,
+                                             running_var, momentum, eps)
+    reserve = aten.empty.memory_format([0], dtype=torch.uint8, device=input.device)
+    return out, save_mean, save_invstd, reserve, new_mean, new_var
+
+
+def _no_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    training = running_mean is None or running_var is None
+    out, save_mean, save_invstd = aten.native_batch_norm.default(
+        input, weight, bias, running_mean, running_var, training, momentum, eps)
+    reserve = aten.empty.memory_format([0], dtype=torch.uint8, device=input.device)
+    return out, save_mean, save_invstd, reserve
+
+
+def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                         save_var, update, eps, output_mask, reserve):
+    train = update or running_mean is None or running_var is None
+    return aten.native_batch_norm_backward.default(
+        grad_out, input, weight, None if train else running_mean,
+        None if train else running_var, save_mean, save_var, train, eps, output_mask)
+
+
 # torch 2.x's decompositions of upsampling and other gathers (torch._decomp) emit
 # ``aten::_unsafe_index`` / ``aten::_unsafe_index_put``: the same gathers and scatters as
 # ``aten::index.Tensor`` / ``aten::index_put`` without the bounds check of the indices. An
@@ -128,6 +162,58 @@ def _safe_softmax(self, dim, dtype=None):
     return aten.masked_fill.Scalar(out, masked_rows, 0.0)
 
 
+# torch 2.x's linear algebra (linalg.inv, solve, cholesky, lu_factor, eig, tensorinv, ...) ends
+# in ``aten::_linalg_check_errors(info, api_name, is_matrix)``, which raises eager's error
+# ("the input matrix is singular", "not positive-definite") when LAPACK's ``info`` is nonzero.
+# torch 2.14 registers it as an ordered side effect (torch/_higher_order_ops/effects.py), so
+# AOTAutograd threads effect tokens through it: ``with_effects(token, _linalg_check_errors,
+# ...)`` with ForwardToken/BackwardToken graph inputs, a higher-order op no LibTorch can run
+# and tokens the runtime does not feed. While tracing (``linalg_checks_as_asserts``) the op is
+# an ordinary op again and is decomposed into ``_assert_async(all(info == 0), msg)``: the same
+# check, run by the C++ runtime as a host-side check (runtime/native_ops.h) that raises with
+# the message, with no token. (torch 1.13's make_fx drops the check, which returns nothing:
+# a singular input then gives inf/NaN there, as ``torch.linalg.inv_ex`` does.)
+
+def _linalg_check_errors(info, api_name, *, is_matrix=True):
+    ok = aten.all.default(aten.eq.Scalar(info, 0))
+    what = "matrix" if is_matrix else "batch of matrices"
+    message = (f"torch.{api_name}: LAPACK reported an invalid input {what} (singular, not "
+               "positive-definite or not convergent)")
+    if hasattr(aten._assert_async, "msg"):
+        aten._assert_async.msg(ok, message)
+    else:
+        aten._assert_async.default(ok)
+
+
+@contextlib.contextmanager
+def linalg_checks_as_asserts() -> Iterator[None]:
+    """For the duration of a trace, ``aten::_linalg_check_errors`` is not an ordered effect
+    (see above); its registration is put back afterwards. No-op where torch does not register
+    it (torch 1.13, torch 2.x before the registration)."""
+    try:
+        from torch._higher_order_ops import effects
+    except ImportError:
+        yield
+        return
+    get = getattr(effects, "_get_effect", None)
+    register = getattr(effects, "_register_effectful_op", None)
+    op = getattr(aten, "_linalg_check_errors", None)
+    prior = None
+    if get is not None and register is not None and op is not None:
+        try:
+            prior = get(op.default)
+        except Exception:  # a torch whose registry takes other keys: leave it alone
+            prior = None
+    if prior is None:
+        yield
+        return
+    register(op.default, None)
+    try:
+        yield
+    finally:
+        register(op.default, prior)
+
+
 def portable_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     """The decomposition table capture_torch2 applies before the caller's (see above)."""
     return {aten._native_batch_norm_legit_functional.default: _legit_functional,
@@ -136,7 +222,12 @@ def portable_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
             aten._unsafe_index.Tensor: _index_checked,
             aten._unsafe_index_put.default: _index_put_checked,
             **({aten._safe_softmax.default: _safe_softmax}
-               if hasattr(aten, "_safe_softmax") else {})}
+               if hasattr(aten, "_safe_softmax") else {}),
+            aten._linalg_check_errors.default: _linalg_check_errors,
+            **({aten._batch_norm_with_update_functional.default: _with_update_functional,
+                aten._batch_norm_no_update.default: _no_update,
+                aten.batch_norm_backward.default: _batch_norm_backward}
+               if hasattr(aten, "_batch_norm_with_update_functional") else {})}
 
 
 # ---------------------------------------------------------------------------

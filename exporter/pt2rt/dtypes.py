@@ -72,6 +72,12 @@ def tensor_bytes(t: torch.Tensor) -> bytes:
     t = t.detach()
     if t.layout != torch.strided or t.is_quantized:
         raise ExportError(f"pt2rt: cannot store a {t.layout} / quantized tensor as raw bytes")
+    if getattr(t, "_is_zerotensor", lambda: False)():  # autograd's ZeroTensor: no storage
+        t = torch.zeros(t.shape, dtype=t.dtype)
+    if t.is_conj():  # a conjugate view (fft.ifft's output): its values, not its storage
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
     flat = t.cpu().contiguous().reshape(-1)
     if flat.numel() == 0:
         return b""

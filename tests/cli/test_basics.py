@@ -32,6 +32,12 @@ def test_help_lists_the_options(cli, sub, option):
     assert option in cli.ok(sub, "--help").out
 
 
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_help_lists_verbose(cli, sub):
+    """--verbose works after any subcommand (main takes it out): every --help says so."""
+    assert "--verbose" in cli.ok(sub, "--help").out
+
+
 def test_unknown_subcommand(cli):
     cli.usage_error("frobnicate", mentions=["frobnicate"])
 

@@ -1,4 +1,5 @@
 """export-cli inspect --dot / --svg: Graphviz pictures of the graphs."""
+import os
 import re
 import shutil
 import subprocess
@@ -67,3 +68,37 @@ def test_svg_with_graphviz(cli, archives, tmp_path):
     canon = subprocess.run(["dot", "-Tcanon", str(dot)], capture_output=True, text=True)
     assert canon.returncode == 0, canon.stderr
     assert "color=red" in canon.stdout
+
+
+def test_one_graph_and_module_clusters(cli, archives):
+    """--graph ROLE with --dot writes that graph only; nodes sit in one cluster per module FQN
+    (cut to --module-depth components; 0: none)."""
+    a = archives.get("cnn_bn")
+    text = cli.ok("inspect", a.path, "--graph", "forward", "--dot", "-").out
+    assert "subgraph cluster_forward {" in text
+    assert "cluster_inference" not in text and "cluster_backward" not in text
+    labels = re.findall(r'subgraph cluster_forward_m\d+ \{\s*label="([^"]*)"', text)
+    assert labels and len(labels) == len(set(labels)), labels
+    flat = cli.ok("inspect", a.path, "--graph", "forward", "--module-depth", "0",
+                  "--dot", "-").out
+    assert "cluster_forward_m" not in flat
+    # the same boxes either way
+    assert sorted(re.findall(r"forward_n\d+ \[", text)) == sorted(re.findall(r"forward_n\d+ \[", flat))
+    cli.usage_error("inspect", a.path, "--module-depth", "-1", "--dot", "-",
+                    mentions=["--module-depth"])
+
+
+def test_failed_render_leaves_no_file(cli, archives, tmp_path):
+    """A dot that fails (here a stand-in on PATH that exits 1) leaves neither the SVG nor a
+    temporary file behind, and the error says how to get the DOT source."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "dot").write_text("#!/bin/sh\necho partial\nexit 1\n")
+    (fake / "dot").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    svg = out / "m.svg"
+    path = f"{fake}:{os.environ.get('PATH', '')}"
+    cli.usage_error("inspect", archives.get("mlp").path, "--svg", svg, env={"PATH": path},
+                    mentions=["dot -Tsvg failed", "--dot FILE"])
+    assert list(out.iterdir()) == []

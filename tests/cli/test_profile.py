@@ -114,6 +114,23 @@ def test_table_and_top(cli, convs):
     assert m and m.group(1) == m.group(2), everything
 
 
+def test_columns_fit_op_names_and_onednn_benchmark(cli, convs, tmp_path):
+    """Columns are as wide as their widest shown cell (up to 64 characters), so op names such
+    as aten::max_pool2d_with_indices_backward are not cut; --onednn-benchmark profiles the
+    tuned deployment load as run does, and is refused with --train."""
+    torch.manual_seed(0)
+    pooled = tmp_path / "pooled.pt2"
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(36, 2))
+    pt2rt.export(model, (torch.randn(2, 3, 8, 8),)).save(str(pooled))
+    out = cli.ok("profile", pooled, "--train", "--iters", "1", "--top", "0").out
+    assert "aten::max_pool2d_with_indices_backward " in out and "..." not in out, out
+    tuned = cli.ok("profile", convs, "--iters", "2", "--onednn-benchmark").out
+    assert re.search(r"inference, 2 calls", tuned), tuned
+    cli.usage_error("profile", convs, "--train", "--onednn-benchmark",
+                    mentions=["--onednn-benchmark"])
+
+
 def test_profile_errors(cli, convs, tmp_path):
     cli.usage_error("profile", convs, "--iters", "0", mentions=["--iters"])
     cli.usage_error("profile", convs, "--top", "-1", mentions=["--top"])

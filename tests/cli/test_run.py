@@ -52,6 +52,16 @@ def test_inputs_file_two_inputs_two_outputs(cli, archives, tmp_path):
         assert_close(g, w)
     # a list works as well as a tuple
     cli.ok("run", a.path, "--inputs", save_tensors(tmp_path / "in_list.pt", list(args)))
+    # and a dict by input name (forward(self, x, y)), in any order
+    by_name = save_tensors(tmp_path / "in_dict.pt", {"y": args[1], "x": args[0]})
+    cli.ok("run", a.path, "--inputs", by_name, "--outputs", out_file)
+    for g, w in zip(torch.load(str(out_file)), want):
+        assert_close(g, w)
+    cli.usage_error("run", a.path, "--inputs",
+                    save_tensors(tmp_path / "only_x.pt", {"x": args[0]}), mentions=["'y'"])
+    cli.usage_error("run", a.path, "--inputs",
+                    save_tensors(tmp_path / "typo.pt", {"x": args[0], "z": args[1]}),
+                    mentions=["'z'", "x, y"])
 
 
 def test_outputs_printed_with_their_stored_names(cli, named_outputs, tmp_path):
@@ -137,8 +147,8 @@ def test_bad_inputs_files(cli, archives, tmp_path):
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"\x00\x01not a pickle")
     cli.usage_error("run", a.path, "--inputs", junk, mentions=["junk.pt", "torch.save"])
-    as_dict = save_tensors(tmp_path / "dict.pt", {"x": torch.randn(4, 16)})
-    cli.usage_error("run", a.path, "--inputs", as_dict, mentions=["dict.pt", "holds a dict"])
+    as_dict = save_tensors(tmp_path / "dict.pt", {"x": [torch.randn(4, 16)]})
+    cli.usage_error("run", a.path, "--inputs", as_dict, mentions=["dict.pt", "is a list"])
     nested = save_tensors(tmp_path / "nested.pt", [[torch.randn(4, 16)]])
     cli.usage_error("run", a.path, "--inputs", nested, mentions=["element 0", "is a list"])
     mixed = save_tensors(tmp_path / "mixed.pt", (torch.randn(4, 16), 3))

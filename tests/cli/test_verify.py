@@ -352,3 +352,18 @@ def test_map_unchecked_needs_map(cli, archives):
     cli.usage_error("verify", archives.get("mlp").path, "--map-unchecked",
                     mentions=["--map-unchecked needs --map"])
     assert "OK:" in cli.ok("verify", archives.get("mlp").path, "--map", "--map-unchecked").out
+
+
+def test_depthwise_convolution_backward_within_its_allocation_cap(cli, tmp_path):
+    """convnext's 7×7 depthwise convolution on 1×1 maps: oneDNN's backward reorders the
+    [768, 1, 7, 7] weight into a blocked layout padded to 16×16 channels per group (38.5 MB for
+    a 150 kB weight); the runtime's allocation cap for a kernel without a Meta kernel foresees
+    it (issue 24 item 1) instead of refusing the archive."""
+    import pt2rt
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(768, 768, 7, padding=3, groups=768),
+                                torch.nn.Flatten(), torch.nn.Linear(768, 4))
+    path = tmp_path / "depthwise.pt2"
+    pt2rt.export(model, (torch.randn(2, 768, 1, 1),), train=True).save(str(path))
+    r = cli.ok("verify", path)
+    assert "OK:" in r.out and "FAIL" not in r.out

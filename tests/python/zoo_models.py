@@ -170,6 +170,22 @@ class LossInForward(nn.Module):
         return F.cross_entropy(logits, target), logits
 
 
+class LabelSmoothedLoss(nn.Module):
+    """Cross entropy with label smoothing, class weights and an ignored target in forward
+    (torch 1.13's ATen formula reaches masked_select: traceable_ops.cross_entropy)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+        self.loss = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0, 0.5, 1.5]),
+                                        label_smoothing=0.1, ignore_index=-100)
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor):
+        logits = self.fc(x)
+        smoothed = F.cross_entropy(logits, target, label_smoothing=0.2, reduction="sum")
+        return self.loss(logits, target), smoothed, logits
+
+
 class FrozenSubset(nn.Module):
     """Some parameters of one layer frozen (a bias, a whole layer in the middle)."""
 
@@ -347,6 +363,11 @@ def loss_in_forward():
 
 
 @_seeded
+def label_smoothed_loss():
+    return LabelSmoothedLoss(), (torch.randn(5, 6), torch.tensor([0, 3, -100, 1, 2]))
+
+
+@_seeded
 def frozen_subset():
     return FrozenSubset(), (torch.randn(4, 4),)
 
@@ -384,5 +405,5 @@ def embedding_max_norm():
 ZOO = {f.__name__[len("build_"):]: f for f in (
     lstm, lstm_bidir_2layer, lstm_state, gru, gru_bidir, rnn_relu, checkpointed, tied_lm,
     shared_twice, in_place, user_buffers, dict_list_out, aliasing_out, float64,
-    loss_in_forward, frozen_subset, conv1d_pool, lstm_cell, param_output, complex_layer,
+    loss_in_forward, label_smoothed_loss, frozen_subset, conv1d_pool, lstm_cell, param_output, complex_layer,
     spectral, embedding_max_norm)}
