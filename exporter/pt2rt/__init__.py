@@ -162,6 +162,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     """
     from .capture import capture
     from .examples import eager_example
+    from .run_bounds import warn_if_over_bounds
     from .serialize import build_program, write_program
 
     captured = capture(model, args, kwargs, train=train, inference=inference,
@@ -177,4 +178,6 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
                                       full_references=full_references,
                                       float64=float64_references))
     program, blobs = build_program(captured, examples)
-    return ExportedArchive(captured, program, write_program(program), blobs)
+    program_fb = write_program(program)
+    warn_if_over_bounds(program, len(program_fb) + sum(len(b) for _, b in blobs))
+    return ExportedArchive(captured, program, program_fb, blobs)

@@ -138,7 +138,7 @@ class SymbolicInputs:
         import contextlib
         from torch._dispatch.python import enable_python_dispatcher
         from .rnn_ops import sequence_ops
-        from .symbolic_meta_torch1 import symbolic_rules
+        from .symbolic_rules_torch1 import symbolic_rules
         stack = contextlib.ExitStack()
         stack.enter_context(symbolic_rules())
         stack.enter_context(sequence_ops())  # nn.LSTM on a dynamic length: one pt2rt::lstm

@@ -121,7 +121,7 @@ class Signature:
                     derived.append((where, d, i, size))
         for where, d, i, size in derived:
             e = self._input_meta(i).sizes[d].expr
-            want = _eval(e, [values.get(s.name) for s in self.program.symbols])
+            want = eval_expr(e, [values.get(s.name) for s in self.program.symbols])
             if want != size:
                 raise InputError(f"pt2rt: {where} dim {d}: expected {self.inputs[i].sizes[d]}"
                                  f"{'' if want is None else f' = {want}'}, got {size}")
@@ -169,8 +169,8 @@ def _spec(program: Program, g: Graph, value: int, name: str) -> TensorSpec:
         if d.expr is None:
             dims.append(DimSpec(d.value, "", d.value, d.value))
             continue
-        top = _eval(d.expr, hi)
-        bottom = _eval(d.expr, lo)
+        top = eval_expr(d.expr, hi)
+        bottom = eval_expr(d.expr, lo)
         dims.append(DimSpec(d.value, _text(d.expr, program), 0 if bottom is None else bottom,
                             INT64_MAX if top is None else top))
     return TensorSpec(name, dtypes.to_dtype(meta.dtype), dims)
@@ -195,14 +195,14 @@ def _text(e: SymExpr, program: Program) -> str:
     return f"{fn}({', '.join(parts)})"
 
 
-def _eval(e: SymExpr, symbols: List[Optional[int]]) -> Optional[int]:
+def eval_expr(e: SymExpr, symbols: List[Optional[int]]) -> Optional[int]:
     """The value of ``e`` (Python's floor semantics, as torch's sympy); None when a symbol is
     unbound, a division by zero, or an operator this does not evaluate."""
     if e.op == _CONST:
         return e.value
     if e.op == _SYMBOL:
         return symbols[e.symbol] if e.symbol < len(symbols) else None
-    vals = [_eval(o, symbols) for o in e.operands]
+    vals = [eval_expr(o, symbols) for o in e.operands]
     if not vals or any(v is None for v in vals):
         return None
     try:

@@ -1,5 +1,5 @@
 """Dispatcher-level patches pt2rt applies to torch 1.13 for the duration of a dynamic-shape
-capture (``dispatch_patches``, entered by ``symbolic_meta_torch1.symbolic_rules``; everything is
+capture (``dispatch_patches``, entered by ``symbolic_rules_torch1.symbolic_rules``; everything is
 restored afterwards, the user's torch is left as it was).
 
 They act below the Python function level, so they also apply inside torch functions that run
@@ -28,6 +28,9 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 import torch
+
+from .symbolic_meta_torch1 import (aten_dropout, chunk_as_split, meta_select, meta_split,
+                                   meta_unbind)
 
 aten = torch.ops.aten
 
@@ -87,7 +90,6 @@ def _constant_float() -> Iterator[None]:
 
 def _meta_kernels() -> contextlib.ExitStack:
     """The Python kernels of the module docstring."""
-    from .symbolic_meta_torch1 import meta_select, meta_split, meta_unbind
     stack = contextlib.ExitStack()
     for op, fn in ((aten.select.int, meta_select), (aten.unbind.int, meta_unbind),
                    (aten.split.Tensor, meta_split)):
@@ -121,7 +123,6 @@ def _forget_dispatch_cache(op: Any) -> None:
 
 def _chunk_kernel(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
     """``aten.chunk``'s CompositeImplicitAutograd kernel while a capture traces."""
-    from .symbolic_meta_torch1 import chunk_as_split
     out = chunk_as_split(x, chunks, dim)
     if out is NotImplemented:
         raise RuntimeError("Cannot call sizes() on tensor with symbolic sizes/strides: chunk "
@@ -133,5 +134,4 @@ def _dropout_kernel(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
     """``aten.dropout``'s CompositeImplicitAutograd kernel while a capture traces: ATen's
     ``_dropout_impl`` on CPU (``symbolic_meta_torch1.aten_dropout``; the C++ one reads
     ``numel()``)."""
-    from .symbolic_meta_torch1 import aten_dropout
     return aten_dropout(input, p, train)

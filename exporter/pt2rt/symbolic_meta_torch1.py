@@ -5,7 +5,8 @@ meta function (``torch._meta_registrations.meta_table``), a Python decomposition
 (``torch._decomp.decomposition_table``) or the op's CompositeImplicitAutograd decomposition
 (torch/_subclasses/fake_tensor.py); C++ meta kernels would read concrete sizes and raise
 ("couldn't find symbolic meta function/decomposition", "Cannot call sizes() on tensor with
-symbolic sizes"). ``symbolic_rules()`` adds the rules the common models need to
+symbolic sizes"). ``symbolic_rules_torch1.symbolic_rules()`` adds the rules the common models
+need (``meta_rules()``) to
 ``meta_table`` while a capture traces and removes them afterwards (the user's torch is left as
 it was). Each rule computes only the output's metadata (shape, dtype) with symbolic-friendly
 tensor factories; the graph keeps the original ATen op, so the runtime runs ATen's kernel.
@@ -29,7 +30,8 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.slice_backward``, ``aten.select_backward``: a new tensor of the input's sizes.
 
 Functions whose C++ implementation reads concrete sizes run, while a capture traces, as
-equivalent Python (``SymbolicFunctions``, a ``TorchFunctionMode``):
+equivalent Python (``symbolic_rules_torch1.SymbolicFunctions``, a ``TorchFunctionMode``, with
+the functions below):
 
 * ``F.dropout``: ATen's ``_dropout_impl`` (aten/src/ATen/native/Dropout.cpp) — the mask is
   ``empty_like(x).bernoulli_(1 - p)`` divided by ``1 - p`` and the result ``x * mask`` — the
@@ -55,8 +57,7 @@ An op still without a rule fails the export: ``no_symbolic_rule`` turns torch's 
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -150,7 +151,7 @@ def meta_split(self, split_size, dim=0):
     return pieces
 
 
-def _rules() -> Dict[Any, Callable]:
+def meta_rules() -> Dict[Any, Callable]:
     return {
         aten.bernoulli_.float: _in_place,
         aten.div_.Tensor: _in_place,
@@ -182,7 +183,7 @@ def aten_dropout(input, p=0.5, training=True, inplace=False):
     return input.mul_(mask) if inplace else input * mask
 
 
-def _basic_getitem(x: torch.Tensor, index: Any) -> Any:
+def basic_getitem(x: torch.Tensor, index: Any) -> Any:
     """``x[index]`` for basic indices, or NotImplemented (then torch's own runs)."""
     idx = index if isinstance(index, tuple) else (index,)
 
@@ -224,7 +225,7 @@ def _basic_getitem(x: torch.Tensor, index: Any) -> Any:
     return out
 
 
-def _unbind_function(x: torch.Tensor, dim: int = 0) -> Any:
+def unbind_function(x: torch.Tensor, dim: int = 0) -> Any:
     """``unbind`` over a static dim (``symbolic_autograd_torch1.unbind``); NotImplemented over a
     symbolic one (torch's own fails the export naming ``aten.unbind.int``)."""
     if not isinstance(x.shape[dim], int):
@@ -258,47 +259,6 @@ def aten_linear(input, weight, bias=None):
     out = input.reshape(folded, input.shape[-1]).mm(weight.t())
     out = aten._unsafe_view.default(out, lead + [weight.shape[0]])
     return out if bias is None else out + bias
-
-
-class SymbolicFunctions(torch.overrides.TorchFunctionMode):
-    """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__``, ``chunk``, ``unbind`` and
-    ``torch.lstm`` as symbolic-friendly Python (see the module docstring)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.nn.functional.dropout:
-            return aten_dropout(*args, **kwargs)
-        if func is torch.nn.functional.linear and args and args[0].dim() >= 3:
-            return aten_linear(*args, **kwargs)
-        out = NotImplemented
-        if func is torch.Tensor.__getitem__ and len(args) == 2 and not kwargs:
-            out = _basic_getitem(*args)
-        elif func in (torch.Tensor.chunk, torch.chunk):
-            out = chunk_as_split(*args, **kwargs)
-        elif func in (torch.Tensor.unbind, torch.unbind):
-            out = _unbind_function(*args, **kwargs)
-        elif func is torch.lstm:
-            from .symbolic_rnn_torch1 import lstm
-            out = lstm(*args, **kwargs)
-        return func(*args, **kwargs) if out is NotImplemented else out
-
-
-@contextlib.contextmanager
-def symbolic_rules() -> Iterator[None]:
-    """Adds pt2rt's rules to ``torch._meta_registrations.meta_table`` (not overriding torch's
-    own), ``symbolic_dispatch_torch1.dispatch_patches`` and ``SymbolicFunctions`` for the
-    duration of the ``with`` block."""
-    from torch._meta_registrations import meta_table
-    from .symbolic_dispatch_torch1 import dispatch_patches
-    added = {op: fn for op, fn in _rules().items() if op not in meta_table}
-    meta_table.update(added)
-    try:
-        with dispatch_patches(), SymbolicFunctions():
-            yield
-    finally:
-        for op in added:
-            if meta_table.get(op) is added[op]:
-                del meta_table[op]
 
 
 def _failing_op(e: BaseException) -> Optional[str]:

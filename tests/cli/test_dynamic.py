@@ -404,3 +404,29 @@ def test_min_cut_partitioner_with_dynamic_batch(cli, tmp_path, batch):
                  dynamic_shapes=({0: BATCH},)).save(str(path))
     check_train_and_eval_parity(cli, model, path, tmp_path, batch, tuple(args[0].shape[1:]), 10,
                                 tol=1e-4)
+
+
+def test_export_warns_when_the_range_maxima_exceed_the_default_bounds(cli, tmp_path):
+    """Issue 25 item 4: at batch 2048 Wide needs more than the runtime's default 32 MiB; the
+    exporter says so, naming the flags that let a call at the maxima run; a range within the
+    bounds exports silently."""
+    import warnings
+    model = Wide()
+    path = tmp_path / "wide.pt2"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pt2rt.export(model, (torch.randn(4, 4096),),
+                     dynamic_shapes={"x": {0: pt2rt.Dim("batch", min=1, max=2048)}}).save(
+                         str(path))
+    texts = [str(w.message) for w in caught if "range maxima" in str(w.message)]
+    assert len(texts) == 1, [str(w.message) for w in caught]
+    assert "batch=2048" in texts[0] and "--trusted" in texts[0], texts[0]
+    assert "--max-run-bytes" in texts[0], texts[0]
+    big = save_tensors(tmp_path / "big.pt", [torch.randn(2048, 4096)])
+    cli.usage_error("run", path, "--inputs", big, "--train", mentions=["--max-run-bytes"])
+    cli.ok("run", path, "--inputs", big, "--train", "--trusted")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pt2rt.export(model, (torch.randn(4, 4096),),
+                     dynamic_shapes={"x": {0: pt2rt.Dim("batch", min=1, max=64)}})
+    assert not [w for w in caught if "range maxima" in str(w.message)]
