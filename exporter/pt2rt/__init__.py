@@ -13,6 +13,8 @@ Pipeline: ``capture`` (joint trace, descriptors) -> ``partition`` (forward/backw
 """
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
@@ -103,6 +105,12 @@ class ExportedArchive:
         return "\n".join(lines)
 
 
+def _op_nodes(graph: DescribedGraph) -> int:
+    """Operator calls in a captured graph (tuple-element reads not counted), as inspect shows."""
+    return sum(1 for n in graph.module.graph.nodes
+               if n.op == "call_function" and getattr(n.target, "__name__", "") != "getitem")
+
+
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
            train: bool = True, inference: bool = True, partitioner: str = "default",
            bundle_examples: bool = True, decompositions: Optional[Dict] = None,
@@ -165,18 +173,32 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     from .run_bounds import warn_if_over_bounds
     from .serialize import build_program, write_program
 
+    # Progress of a long export on logger "pt2rt.export" (INFO; `python -m pt2rt save` and
+    # `export-cli save` show it).
+    log = logging.getLogger("pt2rt.export")
+    start = time.perf_counter()
+    log.info("capturing %s with torch %s (%s)", type(model).__name__, torch.__version__,
+             ", ".join(g for g, on in (("training graphs", train), ("inference graph", inference))
+                       if on) or "no graphs")
     captured = capture(model, args, kwargs, train=train, inference=inference,
                        partitioner=partitioner, decompositions=decompositions,
                        optimize_inference=optimize_inference,
                        dynamic_shapes=dynamic_shapes)
+    log.info("captured %s in %.1f s", ", ".join(
+        f"{g.role.name.lower()} ({_op_nodes(g)} nodes)" for g in captured.graphs),
+        time.perf_counter() - start)
     examples = []
     if bundle_examples:
+        log.info("running the eager references%s", " (float32 and float64)"
+                 if float64_references else "")
         examples.append(eager_example(model, captured.weights, captured.signature,
                                       captured.example_inputs,
                                       train=train, inference=inference,
                                       train_run=captured.eager_train,
                                       full_references=full_references,
                                       float64=float64_references))
+    if bundle_examples:
+        log.info("eager references done at %.1f s", time.perf_counter() - start)
     program, blobs = build_program(captured, examples)
     program_fb = write_program(program)
     warn_if_over_bounds(program, len(program_fb) + sum(len(b) for _, b in blobs))

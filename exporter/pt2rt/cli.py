@@ -26,6 +26,7 @@ traceback. ``--version`` prints the pt2rt, archive format, schema, torch and Pyt
 from __future__ import annotations
 
 import argparse
+import logging
 import importlib
 import importlib.util
 import os
@@ -103,6 +104,7 @@ def cmd_save(ns: argparse.Namespace) -> int:
     from .dynamic import parse_cli
     dynamic = parse_cli(ns.dynamic) if ns.dynamic else None
     model, args = _model_and_args(ns.target, ns.inputs)
+    _show_progress()
     exported = pt2rt.export(model, args, train=not ns.no_train, inference=not ns.no_inference,
                             partitioner=ns.partitioner, bundle_examples=not ns.no_examples,
                             full_references=ns.full_references,
@@ -111,6 +113,20 @@ def cmd_save(ns: argparse.Namespace) -> int:
     print(f"wrote {ns.out} ({os.path.getsize(ns.out)} bytes)")
     print(exported.summary())
     return 0
+
+
+def _show_progress() -> None:
+    """The exporter's progress (logger "pt2rt.export", INFO) on stdout, with the elapsed time,
+    so a long export is not silent (stderr stays for the one-line error)."""
+    log = logging.getLogger("pt2rt.export")
+    if any(getattr(h, "pt2rt_progress", False) for h in log.handlers):
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("pt2rt save: %(message)s"))
+    handler.pt2rt_progress = True
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def cmd_inspect(ns: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """export-cli save: runs the Python exporter, streams its output, fails clearly."""
 import json
+import re
 import os
 import stat
 
@@ -14,6 +15,12 @@ def test_save_a_file_spec(cli, tmp_path):
     out = tmp_path / "digits.pt2"
     r = cli.ok("save", f"{DIGITS_MODEL}:build", out)
     assert f"wrote {out}" in r.out  # the exporter's own output, streamed through
+    # progress of each stage as it starts and ends (a long export is not silent)
+    assert re.search(r"^pt2rt save: capturing DigitsCNN with torch \S+ \(training graphs, "
+                     r"inference graph\)$", r.out, re.M), r.out
+    assert re.search(r"^pt2rt save: captured inference \(\d+ nodes\), forward \(\d+ nodes\), "
+                     r"backward \(\d+ nodes\) in [\d.]+ s$", r.out, re.M), r.out
+    assert r.err == "", r.err
     j = json.loads(cli.ok("inspect", out, "--json").out)
     assert j["signature"]["inputs"][0]["shape"] == [32, 1, 8, 8]
     assert "OK:" in cli.ok("verify", out).out
