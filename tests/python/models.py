@@ -191,6 +191,17 @@ def build_mobilenet_v2():
     return model, (torch.randn(2, 3, 32, 32),)
 
 
+def build_convnext():
+    """torchvision's ConvNeXt (convnext_tiny's blocks: 7×7 depthwise convolution, LayerNorm2d,
+    permutes, layer scale) at three narrow stages: the depthwise backward's oneDNN weight
+    reorder is what the runtime's allocation cap must foresee (issue 24)."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    torch.manual_seed(0)
+    model = ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, 64, 1),
+                      CNBlockConfig(64, None, 1)], stochastic_depth_prob=0.0, num_classes=10)
+    return model, (torch.randn(2, 3, 32, 32),)
+
+
 def build_frozen():
     torch.manual_seed(0)
     return Frozen(), (torch.randn(4, 3, 8, 8),)
@@ -233,6 +244,7 @@ MODELS: Dict[str, Factory] = {
     "cnn_bn": build_cnn_bn,
     "resnet18": build_resnet18,
     "mobilenet_v2": build_mobilenet_v2,
+    "convnext": build_convnext,
     "frozen": build_frozen,
     "two_io": build_two_io,
     "attention": build_attention,

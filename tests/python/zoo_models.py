@@ -171,14 +171,15 @@ class LossInForward(nn.Module):
 
 
 class LabelSmoothedLoss(nn.Module):
-    """Cross entropy with label smoothing, class weights and an ignored target in forward
-    (torch 1.13's ATen formula reaches masked_select: traceable_ops.cross_entropy)."""
+    """Cross entropy with label smoothing, class weights and an ignored class in forward
+    (torch 1.13's ATen formula reaches masked_select: traceable_ops.cross_entropy). The ignored
+    index is a class index, so random targets in the example's range hit it too."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(6, 4)
         self.loss = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0, 0.5, 1.5]),
-                                        label_smoothing=0.1, ignore_index=-100)
+                                        label_smoothing=0.1, ignore_index=1)
 
     def forward(self, x: torch.Tensor, target: torch.Tensor):
         logits = self.fc(x)
@@ -364,7 +365,7 @@ def loss_in_forward():
 
 @_seeded
 def label_smoothed_loss():
-    return LabelSmoothedLoss(), (torch.randn(5, 6), torch.tensor([0, 3, -100, 1, 2]))
+    return LabelSmoothedLoss(), (torch.randn(5, 6), torch.tensor([0, 3, 1, 1, 2]))
 
 
 @_seeded
