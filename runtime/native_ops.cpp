@@ -220,6 +220,12 @@ Registry make_registry() {
   add("sym::sym_not(bool a) -> bool", &logical_not);
   add(kLstmSchema, &lstm_kernel);
   add(kLstmBackwardSchema, &lstm_backward_kernel);
+  add(kGruSchema, &gru_kernel);
+  add(kGruBackwardSchema, &gru_backward_kernel);
+  add(kRnnTanhSchema, &rnn_tanh_kernel);
+  add(kRnnTanhBackwardSchema, &rnn_tanh_backward_kernel);
+  add(kRnnReluSchema, &rnn_relu_kernel);
+  add(kRnnReluBackwardSchema, &rnn_relu_backward_kernel);
   return r;
 }
 

@@ -4,7 +4,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/gru.h>
 #include <ATen/ops/lstm.h>
+#include <ATen/ops/rnn_relu.h>
+#include <ATen/ops/rnn_tanh.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
@@ -23,9 +26,41 @@ const char* const kLstmBackwardSchema =
     "Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, "
     "bool bidirectional, bool batch_first) -> Tensor[]";
 
+const char* const kGruSchema =
+    "pt2rt::gru(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
+    "float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)";
+const char* const kGruBackwardSchema =
+    "pt2rt::gru_backward(Tensor? grad_output, Tensor? grad_h_n, Tensor input, Tensor hx, "
+    "Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, "
+    "bool bidirectional, bool batch_first) -> Tensor[]";
+const char* const kRnnTanhSchema =
+    "pt2rt::rnn_tanh(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
+    "float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)";
+const char* const kRnnTanhBackwardSchema =
+    "pt2rt::rnn_tanh_backward(Tensor? grad_output, Tensor? grad_h_n, Tensor input, Tensor hx, "
+    "Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, "
+    "bool bidirectional, bool batch_first) -> Tensor[]";
+const char* const kRnnReluSchema =
+    "pt2rt::rnn_relu(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
+    "float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)";
+const char* const kRnnReluBackwardSchema =
+    "pt2rt::rnn_relu_backward(Tensor? grad_output, Tensor? grad_h_n, Tensor input, Tensor hx, "
+    "Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, "
+    "bool bidirectional, bool batch_first) -> Tensor[]";
+
 namespace {
 
 using torch::jit::Stack;
+
+/// The cell: its op name, hidden states (LSTM: h and c) and gate blocks per weight.
+struct Cell {
+  const char* name;
+  int64_t states;
+  int64_t gates;
+};
+
+constexpr Cell kCells[] = {{"pt2rt::lstm", 2, 4}, {"pt2rt::gru", 1, 3},
+                           {"pt2rt::rnn_tanh", 1, 1}, {"pt2rt::rnn_relu", 1, 1}};
 
 /// The shared arguments of both ops (the last 9 on the stack), popped.
 struct LstmArgs {
@@ -39,13 +74,15 @@ struct LstmArgs {
   int64_t batch() const { return input.size(batch_first ? 0 : 1); }
   int64_t hidden() const { return hx[0].size(2); }
   std::vector<at::Tensor> leaves() const {
-    std::vector<at::Tensor> all{input, hx[0], hx[1]};
+    std::vector<at::Tensor> all{input};
+    all.insert(all.end(), hx.begin(), hx.end());
     all.insert(all.end(), params.begin(), params.end());
     return all;
   }
 };
 
-LstmArgs pop_args(Stack& s) {
+/// `hx_list`: hx is Tensor[] (LSTM) rather than one Tensor.
+LstmArgs pop_args(Stack& s, bool hx_list = true) {
   LstmArgs a;
   a.batch_first = s.back().toBool(); s.pop_back();
   a.bidirectional = s.back().toBool(); s.pop_back();
@@ -54,96 +91,131 @@ LstmArgs pop_args(Stack& s) {
   a.num_layers = s.back().toInt(); s.pop_back();
   a.has_biases = s.back().toBool(); s.pop_back();
   a.params = s.back().toTensorVector(); s.pop_back();
-  a.hx = s.back().toTensorVector(); s.pop_back();
+  if (hx_list) a.hx = s.back().toTensorVector();
+  else a.hx = {s.back().toTensor()};
+  s.pop_back();
   a.input = s.back().toTensor(); s.pop_back();
   return a;
 }
 
-void check_like(const at::Tensor& t, const at::Tensor& input, const char* what, int64_t i) {
+void check_like(const Cell& cell, const at::Tensor& t, const at::Tensor& input, const char* what,
+                int64_t i) {
   TORCH_CHECK(t.defined() && t.scalar_type() == input.scalar_type() && t.device() == input.device(),
-              "pt2rt::lstm: ", what, i >= 0 ? " " + std::to_string(i) : std::string(),
+              cell.name, ": ", what, i >= 0 ? " " + std::to_string(i) : std::string(),
               " must be a ", input.scalar_type(), " tensor on ", input.device(), " like input");
 }
 
-void check_sizes(const at::Tensor& t, std::vector<int64_t> want, const char* what, int64_t i) {
-  TORCH_CHECK(t.sizes() == c10::IntArrayRef(want), "pt2rt::lstm: ", what, " ", i, " has sizes ",
+void check_sizes(const Cell& cell, const at::Tensor& t, std::vector<int64_t> want,
+                 const char* what, int64_t i) {
+  TORCH_CHECK(t.sizes() == c10::IntArrayRef(want), cell.name, ": ", what, " ", i, " has sizes ",
               t.sizes(), ", expected ", c10::IntArrayRef(want));
 }
 
-/// Everything at::lstm assumes of its arguments (rnn_ops.h's layout); c10::Error otherwise.
-void check(const LstmArgs& a) {
+/// Everything at::lstm / gru / rnn_* assume of their arguments (rnn_ops.h's layout);
+/// c10::Error otherwise.
+void check(const Cell& cell, const LstmArgs& a) {
   TORCH_CHECK(a.input.defined() && a.input.dim() == 3 && a.input.is_floating_point(),
-              "pt2rt::lstm: input must be a floating-point tensor with 3 dims");
-  TORCH_CHECK(a.hx.size() == 2, "pt2rt::lstm: hx must be [h_0, c_0], got ", a.hx.size(), " tensors");
-  TORCH_CHECK(a.num_layers >= 1 && a.num_layers <= 1024, "pt2rt::lstm: num_layers ", a.num_layers,
-              " is outside [1, 1024]");
-  TORCH_CHECK(a.dropout >= 0 && a.dropout <= 1, "pt2rt::lstm: dropout ", a.dropout,
+              cell.name, ": input must be a floating-point tensor with 3 dims");
+  TORCH_CHECK(static_cast<int64_t>(a.hx.size()) == cell.states, cell.name, ": hx must be ",
+              cell.states == 2 ? "[h_0, c_0]" : "h_0", ", got ", a.hx.size(), " tensors");
+  TORCH_CHECK(a.num_layers >= 1 && a.num_layers <= 1024, cell.name, ": num_layers ",
+              a.num_layers, " is outside [1, 1024]");
+  TORCH_CHECK(a.dropout >= 0 && a.dropout <= 1, cell.name, ": dropout ", a.dropout,
               " is outside [0, 1]");
-  TORCH_CHECK(!(a.train && a.dropout > 0 && a.num_layers > 1),
-              "pt2rt::lstm: dropout between layers in training mode is not supported "
-              "(lstm_backward's recomputation would draw new masks)");
+  TORCH_CHECK(!(a.train && a.dropout > 0 && a.num_layers > 1), cell.name,
+              ": dropout between layers in training mode is not supported (the backward's "
+              "recomputation would draw new masks)");
   const int64_t per = a.has_biases ? 4 : 2;
-  TORCH_CHECK(static_cast<int64_t>(a.params.size()) == a.num_layers * a.dirs() * per,
-              "pt2rt::lstm: expected ", a.num_layers * a.dirs() * per, " params for ", a.num_layers,
+  TORCH_CHECK(static_cast<int64_t>(a.params.size()) == a.num_layers * a.dirs() * per, cell.name,
+              ": expected ", a.num_layers * a.dirs() * per, " params for ", a.num_layers,
               " layers x ", a.dirs(), " directions, got ", a.params.size());
-  for (int64_t i = 0; i < 2; ++i) {
-    check_like(a.hx[i], a.input, i == 0 ? "h_0" : "c_0", -1);
-    TORCH_CHECK(a.hx[i].dim() == 3, "pt2rt::lstm: hx ", i, " must have 3 dims");
+  for (int64_t i = 0; i < cell.states; ++i) {
+    check_like(cell, a.hx[i], a.input, i == 0 ? "h_0" : "c_0", -1);
+    TORCH_CHECK(a.hx[i].dim() == 3, cell.name, ": hx ", i, " must have 3 dims");
   }
   const int64_t h = a.hidden();
-  TORCH_CHECK(h >= 1, "pt2rt::lstm: hidden size must be >= 1");
-  for (int64_t i = 0; i < 2; ++i) check_sizes(a.hx[i], {a.num_layers * a.dirs(), a.batch(), h}, "hx", i);
+  TORCH_CHECK(h >= 1, cell.name, ": hidden size must be >= 1");
+  for (int64_t i = 0; i < cell.states; ++i) {
+    check_sizes(cell, a.hx[i], {a.num_layers * a.dirs(), a.batch(), h}, "hx", i);
+  }
+  const int64_t g = cell.gates * h;
   for (int64_t l = 0; l < a.num_layers; ++l) {
     const int64_t in = l == 0 ? a.input.size(2) : a.dirs() * h;
     for (int64_t d = 0; d < a.dirs(); ++d) {
       const int64_t base = (l * a.dirs() + d) * per;
-      const std::vector<std::vector<int64_t>> want = {{4 * h, in}, {4 * h, h}, {4 * h}, {4 * h}};
+      const std::vector<std::vector<int64_t>> want = {{g, in}, {g, h}, {g}, {g}};
       for (int64_t k = 0; k < per; ++k) {
-        check_like(a.params[base + k], a.input, "param", base + k);
-        check_sizes(a.params[base + k], want[k], "param", base + k);
+        check_like(cell, a.params[base + k], a.input, "param", base + k);
+        check_sizes(cell, a.params[base + k], want[k], "param", base + k);
       }
+    }
+  }
+}
+
+/// The cell's ATen op on (input, hx, params): its results (output, h_n[, c_n]).
+std::vector<at::Tensor> run_cell(size_t kind, const at::Tensor& input,
+                                 const std::vector<at::Tensor>& hx,
+                                 const std::vector<at::Tensor>& params, const LstmArgs& a) {
+  switch (kind) {
+    case 0: {
+      auto [out, h, c] = at::lstm(input, hx, params, a.has_biases, a.num_layers, a.dropout,
+                                  a.train, a.bidirectional, a.batch_first);
+      return {out, h, c};
+    }
+    case 1: {
+      auto [out, h] = at::gru(input, hx[0], params, a.has_biases, a.num_layers, a.dropout,
+                              a.train, a.bidirectional, a.batch_first);
+      return {out, h};
+    }
+    case 2: {
+      auto [out, h] = at::rnn_tanh(input, hx[0], params, a.has_biases, a.num_layers, a.dropout,
+                                   a.train, a.bidirectional, a.batch_first);
+      return {out, h};
+    }
+    default: {
+      auto [out, h] = at::rnn_relu(input, hx[0], params, a.has_biases, a.num_layers, a.dropout,
+                                   a.train, a.bidirectional, a.batch_first);
+      return {out, h};
     }
   }
 }
 
 void push_list(Stack& s, std::vector<at::Tensor> v) { s.emplace_back(c10::List<at::Tensor>(v)); }
 
-}  // namespace
-
-void lstm_kernel(Stack& s) {
-  LstmArgs a = pop_args(s);
-  check(a);
+template <size_t Kind>
+void forward_kernel(Stack& s) {
+  const Cell& cell = kCells[Kind];
+  LstmArgs a = pop_args(s, Kind == 0);
+  check(cell, a);
   if (a.input.is_meta()) {
     const auto opts = a.input.options();
     s.emplace_back(at::empty({a.input.size(0), a.input.size(1), a.dirs() * a.hidden()}, opts));
-    s.emplace_back(at::empty(a.hx[0].sizes(), opts));
-    s.emplace_back(at::empty(a.hx[1].sizes(), opts));
+    for (const at::Tensor& h : a.hx) s.emplace_back(at::empty(h.sizes(), opts));
     return;
   }
   c10::AutoGradMode no_grad(false);
-  auto [out, h, c] = at::lstm(a.input, a.hx, a.params, a.has_biases, a.num_layers, a.dropout,
-                              a.train, a.bidirectional, a.batch_first);
-  s.emplace_back(out.contiguous());
-  s.emplace_back(h.contiguous());
-  s.emplace_back(c.contiguous());
+  for (const at::Tensor& r : run_cell(Kind, a.input, a.hx, a.params, a)) {
+    s.emplace_back(r.contiguous());
+  }
 }
 
-void lstm_backward_kernel(Stack& s) {
-  LstmArgs a = pop_args(s);
-  std::vector<at::Tensor> grads_in(3);
-  for (int k = 2; k >= 0; --k) {
+template <size_t Kind>
+void backward_kernel(Stack& s) {
+  const Cell& cell = kCells[Kind];
+  LstmArgs a = pop_args(s, Kind == 0);
+  const int64_t n = 1 + cell.states;  // incoming gradients: output, h_n[, c_n]
+  std::vector<at::Tensor> grads_in(static_cast<size_t>(n));
+  for (int64_t k = n - 1; k >= 0; --k) {
     if (!s.back().isNone()) grads_in[k] = s.back().toTensor();
     s.pop_back();
   }
-  check(a);
-  const std::vector<at::Tensor> like = {a.input, a.hx[0], a.hx[1]};
-  for (int k = 0; k < 3; ++k) {
+  check(cell, a);
+  for (int64_t k = 0; k < n; ++k) {
     if (!grads_in[k].defined()) continue;
-    const at::Tensor& want = k == 0 ? at::Tensor() : like[k];
-    check_like(grads_in[k], a.input, "incoming gradient", k);
-    if (k > 0) check_sizes(grads_in[k], want.sizes().vec(), "incoming gradient", k);
+    check_like(cell, grads_in[k], a.input, "incoming gradient", k);
+    if (k > 0) check_sizes(cell, grads_in[k], a.hx[k - 1].sizes().vec(), "incoming gradient", k);
     if (k == 0) {
-      check_sizes(grads_in[0], {a.input.size(0), a.input.size(1), a.dirs() * a.hidden()},
+      check_sizes(cell, grads_in[0], {a.input.size(0), a.input.size(1), a.dirs() * a.hidden()},
                   "incoming gradient", 0);
     }
   }
@@ -160,12 +232,12 @@ void lstm_backward_kernel(Stack& s) {
   for (at::Tensor& t : leaves) {
     t = (t.is_inference() ? t.clone() : t.detach()).requires_grad_(true);
   }
-  std::vector<at::Tensor> params(leaves.begin() + 3, leaves.end());
-  auto [out, h, c] = at::lstm(leaves[0], {leaves[1], leaves[2]}, params, a.has_biases,
-                              a.num_layers, a.dropout, a.train, a.bidirectional, a.batch_first);
+  const auto first_param = leaves.begin() + 1 + cell.states;
+  const std::vector<at::Tensor> hx(leaves.begin() + 1, first_param);
+  const std::vector<at::Tensor> params(first_param, leaves.end());
+  const std::vector<at::Tensor> results = run_cell(Kind, leaves[0], hx, params, a);
   std::vector<at::Tensor> outs, grads;
-  const at::Tensor results[3] = {out, h, c};
-  for (int k = 0; k < 3; ++k) {
+  for (int64_t k = 0; k < n; ++k) {
     if (!grads_in[k].defined()) continue;
     outs.push_back(results[k]);
     grads.push_back(grads_in[k]);
@@ -181,5 +253,16 @@ void lstm_backward_kernel(Stack& s) {
   }
   push_list(s, std::move(result));
 }
+
+}  // namespace
+
+void lstm_kernel(Stack& s) { forward_kernel<0>(s); }
+void lstm_backward_kernel(Stack& s) { backward_kernel<0>(s); }
+void gru_kernel(Stack& s) { forward_kernel<1>(s); }
+void gru_backward_kernel(Stack& s) { backward_kernel<1>(s); }
+void rnn_tanh_kernel(Stack& s) { forward_kernel<2>(s); }
+void rnn_tanh_backward_kernel(Stack& s) { backward_kernel<2>(s); }
+void rnn_relu_kernel(Stack& s) { forward_kernel<3>(s); }
+void rnn_relu_backward_kernel(Stack& s) { backward_kernel<3>(s); }
 
 }  // namespace pt2rt

@@ -25,6 +25,16 @@ namespace {
 
 uint64_t u(int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : 0; }
 
+/// ATen's and pt2rt's whole-sequence RNN ops (op names without the namespace).
+bool is_recurrent_backward(const std::string& n) {
+  return n == "lstm_backward" || n == "gru_backward" || n == "rnn_tanh_backward" ||
+         n == "rnn_relu_backward";
+}
+bool is_recurrent(const std::string& n) {
+  return n == "lstm" || n == "gru" || n == "rnn_tanh" || n == "rnn_relu" ||
+         is_recurrent_backward(n);
+}
+
 uint64_t log2_ceil(uint64_t n) {
   uint64_t l = 1;
   while (l < 64 && (uint64_t{1} << l) < n) ++l;
@@ -315,8 +325,7 @@ uint64_t other_superlinear_work(const Call& c) {
     const uint64_t e = c.largest_elements();
     return sat_mul(e, log2_ceil(e));
   }
-  if (n == "lstm" || n == "lstm_backward" || n == "gru" || n == "rnn_tanh" || n == "rnn_relu" ||
-      c.name_has("_cell")) {
+  if (is_recurrent(n) || c.name_has("_cell")) {
     // Every step multiplies each of the T x B rows by every weight: T * B * sum(params) ~
     // 4 * T * B * H * (I + H) * layers * directions multiply-adds (arguments other than the
     // weights, counted too, only add). pt2rt::lstm_backward recomputes the forward, then
@@ -325,7 +334,7 @@ uint64_t other_superlinear_work(const Call& c) {
     const uint64_t steps = in.defined() ? u(in.numel()) / std::max<uint64_t>(last_dim(in), 1) : 1;
     uint64_t params = 0;
     c.each_arg_tensor([&](const at::Tensor& t) { params = sat_add(params, u(t.numel())); });
-    return sat_mul(sat_mul(std::max<uint64_t>(steps, 1), params), n == "lstm_backward" ? 3 : 1);
+    return sat_mul(sat_mul(std::max<uint64_t>(steps, 1), params), is_recurrent_backward(n) ? 3 : 1);
   }
   if (c.name_has("embedding_bag")) {
     const at::Tensor w = c.tensor("weight"), idx = c.tensor("indices");
@@ -339,15 +348,19 @@ uint64_t other_superlinear_work(const Call& c) {
   return 0;
 }
 
-/// pt2rt::lstm_backward recomputes the forward under autograd, which keeps every step's
-/// activations until the gradients are taken: per row (T x B) and layer-direction, the layer's
-/// input, the 4H gates and the cell and hidden states (~ I + 8H elements).
+/// pt2rt::lstm_backward (gru_backward, rnn_*_backward) recomputes the forward under autograd,
+/// which keeps every step's activations until the gradients are taken: per row (T x B) and
+/// layer-direction, the layer's input, the 4H gates and the cell and hidden states (~ I + 8H
+/// elements; fewer for a GRU or RNN cell, counted alike).
 uint64_t recurrent_scratch_bytes(const Call& c) {
-  if (c.name() != "lstm_backward") return 0;
+  if (!is_recurrent_backward(c.name())) return 0;
   const at::Tensor in = c.tensor("input");
   const c10::IValue* hx = c.arg("hx");
-  if (!in.defined() || !hx || !hx->isTensorList() || hx->toTensorVector().empty()) return 0;
-  const at::Tensor h = hx->toTensorVector()[0];
+  if (!in.defined() || !hx) return 0;
+  at::Tensor h;
+  if (hx->isTensor()) h = hx->toTensor();
+  else if (hx->isTensorList() && !hx->toTensorVector().empty()) h = hx->toTensorVector()[0];
+  if (!h.defined()) return 0;
   if (h.dim() != 3) return 0;
   const uint64_t rows = u(in.numel()) / std::max<uint64_t>(last_dim(in), 1);
   const uint64_t per_row = sat_add(last_dim(in), sat_mul(8, u(h.size(2))));

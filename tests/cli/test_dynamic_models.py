@@ -77,6 +77,21 @@ class Recurrent(torch.nn.Module):
         return self.head(out[:, -1] if self.readout == "last" else h.sum(0))
 
 
+class SingleState(torch.nn.Module):
+    """Sequence classifier on an nn.GRU or nn.RNN (batch_first) + a linear head on the last
+    hidden state h_n summed over layers and directions, x: float32[B, T, 8]."""
+
+    def __init__(self, cell, **kw):
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = cell(input_size=8, hidden_size=16, batch_first=True, **kw)
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        out, h = self.rnn(x)
+        return self.head(h.sum(0)) + 0.01 * out.sum()
+
+
 class SeqTagger(torch.nn.Module):
     """Two stacked LSTMs, time-major: a 2-layer bidirectional one, then a 1-layer one over its
     output; per-step tags plus a term of the first one's final hidden states (summed over
@@ -118,13 +133,20 @@ CASES = {
                  [(1, 2, 8), (3, 7, 8), (8, 12, 8)], (2, 13, 8)),
     "lstm_seq_tagger": (SeqTagger, (6, 2, 8), ({0: SEQ, 1: BATCH},),
                         [(2, 1, 8), (7, 3, 8), (12, 8, 8)], (13, 2, 8)),
+    "gru_seq": (lambda: SingleState(torch.nn.GRU), (2, 6, 8), ({0: BATCH, 1: SEQ},),
+                [(1, 2, 8), (3, 7, 8), (8, 12, 8)], (2, 13, 8)),
+    "rnn_seq": (lambda: SingleState(torch.nn.RNN, num_layers=2, bidirectional=True,
+                                    nonlinearity="relu"), (2, 6, 8), ({0: BATCH, 1: SEQ},),
+                [(1, 2, 8), (3, 7, 8), (8, 12, 8)], (2, 13, 8)),
 }
 OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "mobilenet_v2": "dim 0: batch = 1 is outside [2, 8]",
                 "transformer": "dim 1: seq = 13 is outside [2, 12]",
                 "lstm": "dim 0: batch = 9 is outside [1, 8]",
                 "lstm_seq": "dim 1: seq = 13 is outside [2, 12]",
-                "lstm_seq_tagger": "dim 0: seq = 13 is outside [2, 12]"}
+                "lstm_seq_tagger": "dim 0: seq = 13 is outside [2, 12]",
+                "gru_seq": "dim 1: seq = 13 is outside [2, 12]",
+                "rnn_seq": "dim 1: seq = 13 is outside [2, 12]"}
 
 
 @pytest.fixture(scope="module", params=[_case(n) for n in sorted(CASES)])
@@ -189,14 +211,17 @@ def test_outside_the_range_is_an_input_error(cli, exported, tmp_path):
     assert f"input 0 (x) {OUT_OF_RANGE[name]}" in r.err, str(r)
 
 
-def test_lstm_with_dynamic_length_is_one_node_per_lstm(exported):
+def test_rnn_with_dynamic_length_is_one_node_per_rnn(exported):
     name, _, path = exported
-    if not name.startswith("lstm_seq"):
-        pytest.skip("not a dynamic-length LSTM")
+    op = {"lstm_seq": "lstm", "lstm_seq_tagger": "lstm", "gru_seq": "gru",
+          "rnn_seq": "rnn_relu"}.get(name)
+    if op is None:
+        pytest.skip("not a dynamic-length LSTM, GRU or RNN")
     archive = pt2rt.load(str(path))
     ops = {o.qualified() for o in archive.program.operators}
-    assert {"pt2rt::lstm", "pt2rt::lstm_backward"} <= ops, ops
-    assert not any("cell" in o or o == "aten::lstm" for o in ops), ops  # nothing unrolled
+    assert {f"pt2rt::{op}", f"pt2rt::{op}_backward"} <= ops, ops
+    assert not any("cell" in o or o in ("aten::lstm", "aten::gru", "aten::rnn_relu")
+                   for o in ops), ops  # nothing unrolled
 
 
 def test_lstm_dropout_between_layers_in_training_is_refused_by_name():

@@ -50,6 +50,32 @@ def test_kernels_match_eager_autograd(bidirectional, num_layers, batch_first, bi
     assert all(torch.equal(t, torch.zeros_like(leaf)) for t, leaf in zip(none, leaves))
 
 
+@pytest.mark.parametrize("kind,cell,kw", [
+    ("gru", torch.nn.GRU, {}), ("rnn_tanh", torch.nn.RNN, {"num_layers": 2}),
+    ("rnn_relu", torch.nn.RNN, {"nonlinearity": "relu", "bidirectional": True})])
+def test_single_state_kernels_match_eager_autograd(kind, cell, kw):
+    """pt2rt::gru / rnn_tanh / rnn_relu and their backwards: ATen's op and its gradients."""
+    rnn_ops.register()
+    torch.manual_seed(0)
+    rnn = cell(input_size=5, hidden_size=6, batch_first=True, **kw)
+    dirs, layers = (2 if rnn.bidirectional else 1), rnn.num_layers
+    x, hx = torch.randn(3, 7, 5), torch.randn(layers * dirs, 3, 6)
+    flags = (True, layers, 0.0, True, rnn.bidirectional, True)
+    params = [p.detach() for p in rnn._flat_weights]
+    out = getattr(torch.ops.pt2rt, kind).default(x, hx, params, *flags)
+    leaves = [t.clone().requires_grad_() for t in [x, hx, *params]]
+    want = getattr(torch, kind)(leaves[0], leaves[1], leaves[2:], *flags)
+    for got, w in zip(out, want):
+        assert torch.equal(got, w.detach()) and got.is_contiguous()
+    g = [torch.randn_like(w) for w in want]
+    grads = getattr(torch.ops.pt2rt, kind + "_backward").default(g[0], None, x, hx, params,
+                                                                  *flags)
+    ref = torch.autograd.grad(want[:1], leaves, g[:1])
+    assert len(grads) == len(leaves)
+    for got, w in zip(grads, ref):
+        assert torch.equal(got, w)
+
+
 def test_kernel_refuses_dropout_between_layers_in_training():
     rnn_ops.register()
     lstm, x, hx, flags = _lstm_and_args(False, 2, False)

@@ -87,6 +87,59 @@ TEST_CASE("rnn_ops: pt2rt::lstm and lstm_backward are ATen's lstm and its gradie
   }
 }
 
+TEST_CASE("rnn_ops: pt2rt::gru / rnn_tanh / rnn_relu and their backwards are ATen's ops and "
+          "gradients", "[rnn_ops]") {
+  struct Kind {
+    const char* name;
+    int64_t gates;
+  };
+  for (const Kind k : {Kind{"gru", 3}, Kind{"rnn_tanh", 1}, Kind{"rnn_relu", 1}}) {
+    INFO(k.name);
+    at::manual_seed(0);
+    // input [B=3, T=5, I=6], hidden 7, 1 layer, one direction, biases, batch_first
+    const at::Tensor input = at::randn({3, 5, 6}), hx = at::randn({1, 3, 7});
+    const std::vector<at::Tensor> params = {at::randn({7 * k.gates, 6}),
+                                            at::randn({7 * k.gates, 7}),
+                                            at::randn({7 * k.gates}), at::randn({7 * k.gates})};
+    const torch::jit::Stack flags{true, int64_t{1}, 0.0, true, false, true};
+    torch::jit::Stack args{input, hx, c10::List<at::Tensor>(params)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const std::string op = std::string("pt2rt::") + k.name;
+    const torch::jit::Stack out = run(op.c_str(), args);
+    REQUIRE(out.size() == 2);
+    std::vector<at::Tensor> leaves{input, hx};
+    leaves.insert(leaves.end(), params.begin(), params.end());
+    for (at::Tensor& t : leaves) t = t.detach().clone().requires_grad_(true);
+    const std::vector<at::Tensor> lp(leaves.begin() + 2, leaves.end());
+    std::tuple<at::Tensor, at::Tensor> want =
+        std::string(k.name) == "gru"
+            ? at::gru(leaves[0], leaves[1], lp, true, 1, 0.0, true, false, true)
+        : std::string(k.name) == "rnn_tanh"
+            ? at::rnn_tanh(leaves[0], leaves[1], lp, true, 1, 0.0, true, false, true)
+            : at::rnn_relu(leaves[0], leaves[1], lp, true, 1, 0.0, true, false, true);
+    CHECK(at::equal(out[0].toTensor(), std::get<0>(want)));
+    CHECK(at::equal(out[1].toTensor(), std::get<1>(want)));
+    const at::Tensor g1 = at::randn({1, 3, 7});
+    torch::jit::Stack bargs{c10::IValue(), g1};  // grad_output None: zeros
+    bargs.insert(bargs.end(), args.begin(), args.end());
+    const std::vector<at::Tensor> got =
+        run((op + "_backward").c_str(), bargs)[0].toTensorVector();
+    const auto ref = torch::autograd::grad({std::get<1>(want)}, leaves, {g1});
+    REQUIRE(got.size() == leaves.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("gradient " << i);
+      CHECK(at::equal(got[i], ref[i]));
+    }
+    args[1] = at::randn({2, 3, 7});  // hx of two layers for a one-layer cell
+    try {
+      run(op.c_str(), args);
+      FAIL("accepted a wrong hx");
+    } catch (const c10::Error& e) {
+      CHECK_THAT(std::string(e.what_without_backtrace()), Contains(op + ": hx 0 has sizes"));
+    }
+  }
+}
+
 TEST_CASE("rnn_ops: meta tensors give the result shapes", "[rnn_ops]") {
   Case c = make_case();
   c.input = at::empty({3, 5, 6}, at::device(at::kMeta));
