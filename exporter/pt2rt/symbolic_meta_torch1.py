@@ -28,6 +28,9 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
   the pieces as views (TensorShape.cpp); over a symbolic dim refused (the number of results
   would depend on the size: a dynamic LSTM sequence length stops at ``aten.unbind.int``).
 * ``aten.slice_backward``, ``aten.select_backward``: a new tensor of the input's sizes.
+* ``aten.upsample_bilinear2d.vec``, ``aten.upsample_nearest2d.vec`` (``F.interpolate``, the
+  segmentation heads): ``[N, C, *output_size]`` (or the spatial sizes times the scale
+  factors); their ``_backward.vec``: the input's sizes (UpSample.cpp).
 
 Functions whose C++ implementation reads concrete sizes run, while a capture traces, as
 equivalent Python (``symbolic_rules_torch1.SymbolicFunctions``, a ``TorchFunctionMode``, with
@@ -88,6 +91,28 @@ def _scatter_backward(grad_output, input_sizes, *args):
     # slice_backward / select_backward (torch's decompositions go through slice_scatter /
     # select_scatter, without symbolic meta): a new tensor of the input's sizes
     return grad_output.new_empty(input_sizes)
+
+
+def _upsample_vec(input, output_size, *args):
+    """``upsample_{nearest,bilinear}2d.vec(input, output_size, [align_corners,] scale_factors)``
+    (UpSample.cpp ``compute_output_size``): [N, C, *output_size], or each spatial size times
+    its scale factor, floored."""
+    scales = args[-1]
+    spatial = input.shape[2:]
+    if output_size is not None:
+        sizes = list(output_size)
+    elif scales is not None:
+        sizes = [int(s * f) if isinstance(s, int) else s * f for s, f in zip(spatial, scales)]
+        if not all(isinstance(x, int) for x in sizes):
+            return NotImplemented
+    else:
+        return NotImplemented
+    return input.new_empty(list(input.shape[:2]) + sizes)
+
+
+def _upsample_vec_backward(grad_output, output_size, input_size, *args):
+    """``upsample_*2d_backward.vec``: a gradient of the input's sizes."""
+    return grad_output.new_empty(list(input_size))
 
 
 def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
@@ -168,6 +193,10 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.unbind.int: meta_unbind,
         aten.slice_backward.default: _scatter_backward,
         aten.select_backward.default: _scatter_backward,
+        aten.upsample_bilinear2d.vec: _upsample_vec,
+        aten.upsample_nearest2d.vec: _upsample_vec,
+        aten.upsample_bilinear2d_backward.vec: _upsample_vec_backward,
+        aten.upsample_nearest2d_backward.vec: _upsample_vec_backward,
     }
 
 

@@ -15,14 +15,16 @@ from typing import Iterator
 import torch
 
 from .symbolic_dispatch_torch1 import dispatch_patches
+from .symbolic_autograd_torch1 import cat as recorded_cat
 from .symbolic_meta_torch1 import (aten_dropout, aten_linear, basic_getitem, chunk_as_split,
                                    meta_rules, unbind_function)
 from .symbolic_rnn_torch1 import lstm
 
 
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
-    """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__``, ``chunk``, ``unbind`` and
-    ``torch.lstm`` as symbolic-friendly Python (see the module docstring)."""
+    """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__``, ``chunk``, ``unbind``,
+    ``torch.lstm`` and ``torch.cat`` (recorded by autograd: ``symbolic_autograd_torch1.cat``) as
+    symbolic-friendly Python (see the module docstring)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -39,6 +41,9 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
             out = unbind_function(*args, **kwargs)
         elif func is torch.lstm:
             out = lstm(*args, **kwargs)
+        elif func is torch.cat and args and isinstance(args[0], (list, tuple)) \
+                and "out" not in kwargs and all(isinstance(t, torch.Tensor) for t in args[0]):
+            out = recorded_cat(list(args[0]), *args[1:], **kwargs)
         return func(*args, **kwargs) if out is NotImplemented else out
 
 
