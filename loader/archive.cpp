@@ -261,15 +261,16 @@ zip_t* open_zip_source(zip_source_t* src, zip_error_t* err, const std::string& s
     const std::string text = zip_error_text(err);
     zip_error_fini(err);
     zip_source_free(src);
-    // libzip ≥ 1.10 names a cut-off archive ZIP_ER_TRUNCATED_ZIP; older ones say ZIP_ER_NOZIP.
-    bool truncated = code == ZIP_ER_NOZIP;
+    // A cut-off archive: libzip < 1.10 says ZIP_ER_NOZIP; 1.10 and later ZIP_ER_TRUNCATED_ZIP,
+    // or ZIP_ER_INCONS when the cut leaves part of the end-of-central-directory record.
+    bool truncated = code == ZIP_ER_NOZIP || code == ZIP_ER_INCONS;
 #ifdef ZIP_ER_TRUNCATED_ZIP
     truncated = truncated || code == ZIP_ER_TRUNCATED_ZIP;
 #endif
     if (truncated && zip_start) {
       throw FormatError(source + ": truncated or damaged zip archive: it starts like one, but "
-                        "its central directory (at the end of the file) is missing — an "
-                        "interrupted copy or download? (libzip: " + text + ")");
+                        "its central directory (at the end of the file) is missing or damaged "
+                        "— an interrupted copy or download? (libzip: " + text + ")");
     }
     throw FormatError(source + ": " +
                       (code == ZIP_ER_NOZIP ? "not a zip archive" : "cannot open as a zip archive") +
