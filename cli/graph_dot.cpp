@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <thread>
 #include <sstream>
 #include <type_traits>
@@ -196,17 +197,19 @@ size_t write_dot(std::ostream& out, const Program& program, const DotOptions& op
 
 namespace {
 
-/// An anonymous temporary file holding `text`, positioned at its start (no name on disk).
-FILE* anonymous_file(const std::string& text) {
-  FILE* f = std::tmpfile();
+using File = std::unique_ptr<FILE, int (*)(FILE*)>;
+
+/// An anonymous temporary file holding `text`, positioned at its start (no name on disk),
+/// closed when the File goes.
+File anonymous_file(const std::string& text) {
+  File f(std::tmpfile(), &std::fclose);
   if (f == nullptr) throw UsageError(std::string("cannot create a temporary file: ") +
                                      std::strerror(errno));
-  if (!text.empty() && std::fwrite(text.data(), 1, text.size(), f) != text.size()) {
-    std::fclose(f);
+  if (!text.empty() && std::fwrite(text.data(), 1, text.size(), f.get()) != text.size()) {
     throw UsageError("cannot write a temporary file (disk full?)");
   }
-  std::fflush(f);
-  std::rewind(f);
+  std::fflush(f.get());
+  std::rewind(f.get());
   return f;
 }
 
@@ -241,14 +244,7 @@ void copy_atomically(FILE* from, const std::string& path) {
 }  // namespace
 
 void write_text_atomically(const std::string& text, const std::string& path) {
-  FILE* f = anonymous_file(text);
-  try {
-    copy_atomically(f, path);
-  } catch (...) {
-    std::fclose(f);
-    throw;
-  }
-  std::fclose(f);
+  copy_atomically(anonymous_file(text).get(), path);
 }
 
 void render_svg(const std::string& dot, size_t nodes, const std::string& svg_path) {
@@ -259,18 +255,17 @@ void render_svg(const std::string& dot, size_t nodes, const std::string& svg_pat
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  FILE* in = anonymous_file(dot);
-  FILE* out = anonymous_file("");
+  File in = anonymous_file(dot);
+  const File out = anonymous_file("");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, ::fileno(in), 0);
-  posix_spawn_file_actions_adddup2(&actions, ::fileno(out), 1);
+  posix_spawn_file_actions_adddup2(&actions, ::fileno(in.get()), 0);
+  posix_spawn_file_actions_adddup2(&actions, ::fileno(out.get()), 1);
   pid_t pid = 0;
   const int spawned = ::posix_spawnp(&pid, "dot", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  std::fclose(in);
+  in.reset();
   if (spawned != 0) {
-    std::fclose(out);
     throw UsageError("--svg needs Graphviz's dot, which is not installed (Debian package "
                      "graphviz); --dot FILE writes the DOT source without it");
   }
@@ -289,18 +284,11 @@ void render_svg(const std::string& dot, size_t nodes, const std::string& svg_pat
     }
   }
   if (done < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fclose(out);
     throw UsageError("dot -Tsvg failed on " + std::to_string(nodes) + " nodes (exit status " +
                      std::to_string(done > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                      "); --dot FILE writes the DOT source to render elsewhere");
   }
-  try {
-    copy_atomically(out, svg_path);
-  } catch (...) {
-    std::fclose(out);
-    throw;
-  }
-  std::fclose(out);
+  copy_atomically(out.get(), svg_path);
 }
 
 }  // namespace pt2rt::cli
