@@ -12,7 +12,7 @@
 // A third model is the dynamic archive loaded with LoadOptions::run.max_bytes at the smallest
 // value with which it loads and runs the benchmark's call (found by bisection: the peak
 // bytes of that call, eval or --train, at the benchmark shape), so that it is over the bound
-// at the range maximum and every call is bounded at its own sizes (runtime/call_bounds.h):
+// at the range maximum and every call is bounded at its own sizes (runtime/model/call_bounds.h):
 // its ratio to static is the cost of that per-call check (a cached cell).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

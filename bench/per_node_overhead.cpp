@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "model_impl.h"
-#include "op_resolution.h"
-#include "plan.h"
+#include "model/model_impl.h"
+#include "plan/op_resolution.h"
+#include "plan/plan.h"
 #include "program_builder.h"
 #include "pt2rt/model.h"
 #include "pt2rt/node_observer.h"

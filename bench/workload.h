@@ -41,7 +41,7 @@ std::vector<at::Tensor> trainable(const std::vector<std::pair<std::string, at::T
 using Call = std::function<void()>;
 
 /// pt2rt: Model::load(path) in eval mode (with LoadOptions::inference_only: the deployment
-/// load, whose inference plan packs oneDNN convolution weights once: runtime/conv_prepack.h;
+/// load, whose inference plan packs oneDNN convolution weights once: runtime/kernels/conv_prepack.h;
 /// with `onednn_benchmark` too, LoadOptions::onednn_benchmark: each convolution and linear
 /// layer on the faster of ATen's kernel and oneDNN, timed at load); a call is
 /// Model::forward(inputs).

@@ -586,7 +586,7 @@ namespace {
 
 /// Archives before schema 1.5 do not mark results whose shape depends on the device; their
 /// exporters wrote the same ops as now, so the marks are derived as the exporter sets them
-/// (exporter/pt2rt/portability.py, device_dependent_results): results 1 and 2 (save_mean,
+/// (exporter/pt2rt/capture/portability.py, device_dependent_results): results 1 and 2 (save_mean,
 /// save_invstd) of an eval-mode `native_batch_norm` (argument `training` a false constant)
 /// and of `_native_batch_norm_legit_no_training`; results 1 and 3 (offset2bag, max_indices)
 /// of `_embedding_bag` and `_embedding_bag_forward_only`.

@@ -118,7 +118,7 @@ build_pid=$!
 sweep=$work/sweep
 rm -rf "$sweep"; mkdir -p "$sweep"
 export PYTHONPATH=$root/exporter:$root/tests/python${PYTHONPATH:+:$PYTHONPATH}
-(cd "$root/exporter" && "$py" -m pt2rt.fbs_gen) || die "cannot generate the exporter's FlatBuffers bindings"
+(cd "$root/exporter" && "$py" -m pt2rt.format.fbs_gen) || die "cannot generate the exporter's FlatBuffers bindings"
 fixtures=$build/fixtures/runtime
 if [ $skip_parity = 0 ]; then
   ( OMP_NUM_THREADS=2 "$py" "$root/tests/fixtures/make_runtime_fixtures.py" "$fixtures" \

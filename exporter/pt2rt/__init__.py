@@ -19,12 +19,12 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
-from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
-from .dynamic import DerivedDim, Dim
+from .capture.dynamic import DerivedDim, Dim
 from .errors import CaptureError, ExportError, ExportTypeError, FormatError, InputError
-from .graph_ir import CapturedProgram, DescribedGraph, GraphRole
-from .program_ir import Program
-from .reader import LoadedArchive, load
+from .format.reader import LoadedArchive, load
+from .ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from .ir.graph_ir import CapturedProgram, DescribedGraph, GraphRole
+from .ir.program_ir import Program
 from .version import __version__
 
 __all__ = ["export", "load", "Dim", "ExportedArchive", "LoadedArchive", "ExportError",
@@ -64,7 +64,7 @@ class ExportedArchive:
         if fwd is None:
             raise KeyError("pt2rt: no forward graph was exported")
         inputs = {gi.value for gi in fwd.inputs}
-        from .dtypes import element_size, to_dtype
+        from .ir.dtypes import element_size, to_dtype
         stats = {"count": 0, "bytes": 0, "activation_count": 0, "activation_bytes": 0}
         for go in fwd.outputs:
             if not go.descriptor.is_saved():
@@ -85,7 +85,7 @@ class ExportedArchive:
 
     def save(self, path: str, extra: Optional[Mapping[str, bytes]] = None) -> None:
         """Writes the archive atomically; ``extra`` files go to ``extra/<name>``."""
-        from .archive import write_archive
+        from .format.archive import write_archive
         write_archive(path, self.program_bytes, self.weight_blobs, extra)
 
     def summary(self) -> str:
@@ -168,10 +168,10 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
         ExportError: bad arguments (unknown partitioner, nothing to export, signature mismatch).
         CaptureError: the model cannot be traced (the message has the original error).
     """
-    from .capture import capture
-    from .examples import eager_example
-    from .run_bounds import warn_if_over_bounds
-    from .serialize import build_program, write_program
+    from .capture.capture import capture
+    from .capture.examples import eager_example
+    from .passes.run_bounds import warn_if_over_bounds
+    from .format.serialize import build_program, write_program
 
     # Progress of a long export on logger "pt2rt.export" (INFO; `python -m pt2rt save` and
     # `export-cli save` show it).

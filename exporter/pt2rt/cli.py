@@ -101,7 +101,7 @@ def _model_and_args(spec: str, inputs: Optional[str]) -> Tuple[torch.nn.Module, 
 
 def cmd_save(ns: argparse.Namespace) -> int:
     import pt2rt
-    from .dynamic import parse_cli
+    from .capture.dynamic import parse_cli
     dynamic = parse_cli(ns.dynamic) if ns.dynamic else None
     model, args = _model_and_args(ns.target, ns.inputs)
     _show_progress()
@@ -138,7 +138,7 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
 def _version_text() -> str:
     """``python -m pt2rt --version``: pt2rt, archive format and schema, torch and Python (the
     first line matches ``export-cli --version``'s)."""
-    from . import constants
+    from .ir import constants
     from .version import __version__
     return (f"pt2rt {__version__}\narchive format {constants.ARCHIVE_FORMAT} "
             f"{constants.ARCHIVE_VERSION}, schema {constants.SCHEMA_MAJOR}."
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--partitioner", choices=["default", "min_cut"], default="default")
     s.add_argument("--optimize-inference", action="store_true",
                    help="fold BatchNorm into the convolution/linear before it in the inference "
-                        "graph (pt2rt.inference_passes)")
+                        "graph (pt2rt.passes.inference_passes)")
     s.add_argument("--dynamic", action="append", metavar="ARG:DIM=NAME[MIN,MAX]",
                    help="a dynamic dim, e.g. x:0=batch[1,512] (repeatable; y:0=batch reuses "
                         "it, y:0=batch+1 derives from it)")

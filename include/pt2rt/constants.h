@@ -1,6 +1,6 @@
 // pt2rt/constants.h — the archive's fixed names and versions, in one place.
 //
-// The Python side keeps the same values in exporter/pt2rt/constants.py; the test
+// The Python side keeps the same values in exporter/pt2rt/ir/constants.py; the test
 // tests/python/test_constants.py checks that both files agree.
 #pragma once
 

@@ -1,5 +1,5 @@
 // pt2rt/grad_sketch.h — gradient sketches: compact gradient references of bundled examples
-// (schema 1.2). The Python side (exporter/pt2rt/grad_sketch.py) writes them; this computes the
+// (schema 1.2). The Python side (exporter/pt2rt/ir/grad_sketch.py) writes them; this computes the
 // same sketch of a runtime gradient and applies the tolerance rule. Both must agree bit for bit
 // on the signs; schema/README.md "Gradient sketches" is the definition:
 //

@@ -103,23 +103,23 @@ struct LoadOptions {
   /// The inference plan then caches the values it computes from weights alone (e.g. BatchNorm
   /// folded into convolution weights by export(optimize_inference=True)) until a weight
   /// changes, and runs each CPU float32 2-D convolution that ATen itself runs through oneDNN
-  /// on a weight packed once into oneDNN's blocked layout (runtime/conv_prepack.h; results are
+  /// on a weight packed once into oneDNN's blocked layout (runtime/kernels/conv_prepack.h; results are
   /// ATen's bits), as `torch.jit.freeze` + `optimize_for_inference` or TorchInductor's CPU
   /// freezing do. A weight change must then go through the tensor (an in-place op, `copy_`,
-  /// `set_`): writes through `Tensor::data()` are not seen (runtime/weight_cache.h). A load
+  /// `set_`): writes through `Tensor::data()` are not seen (runtime/plan/weight_cache.h). A load
   /// that may train caches only views of weights, because torch::optim writes that way.
   /// @throws pt2rt::InputError at load when the archive has no inference graph.
   bool inference_only = false;
   /// With inference_only, on CPU: time each eligible float32 2-D convolution and linear layer
   /// (`addmm` / `mm` on a weight) at load, at its declared sizes and the current intra-op
   /// thread count, both with ATen's own kernel and with oneDNN on a packed weight, and run the
-  /// faster (runtime/onednn_benchmark.h, conv_prepack.h, linear_prepack.h), as
+  /// faster (runtime/plan/onednn_benchmark.h, conv_prepack.h, linear_prepack.h), as
   /// `torch.backends.cudnn.benchmark` picks cuDNN algorithms. ATen sends small-batch
   /// convolutions to im2col + GEMM and linear layers to the BLAS: with Debian's default
   /// reference BLAS, oneDNN is ~12x faster on resnet18 at batch 1 and ~10x on a batch-32 MLP
   /// (docs/performance.md). Results then differ from eager PyTorch by float rounding where
   /// oneDNN replaces ATen's kernel, and the choice may differ between loads. Load takes longer:
-  /// each distinct layer runs 8 times (bounded: runtime/onednn_benchmark.h). Ignored for other
+  /// each distinct layer runs 8 times (bounded: runtime/plan/onednn_benchmark.h). Ignored for other
   /// devices (for CUDA, set `at::globalContext().setBenchmarkCuDNN(true)`).
   bool onednn_benchmark = false;
 };

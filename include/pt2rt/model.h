@@ -145,7 +145,7 @@ class Model {
 
  private:
   struct Impl;
-  friend const ModelState& model_state(const Model& model);  // runtime/model_impl.h
+  friend const ModelState& model_state(const Model& model);  // runtime/model/model_impl.h
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -95,7 +95,7 @@ struct Value {
   /// Schema 1.5: a result whose shape legitimately differs between devices (eval-mode
   /// BatchNorm's save_mean/save_invstd, _embedding_bag's offset2bag and max_indices): `meta`
   /// holds what the exporting device made; the runtime checks its dtype and a size bound
-  /// instead of these sizes (runtime/result_check.h).
+  /// instead of these sizes (runtime/core/result_check.h).
   bool device_dependent_shape = false;
 };
 

@@ -231,7 +231,7 @@ def test_dim_min_greater_than_max():
 
 
 def test_cli_dynamic_syntax():
-    from pt2rt.dynamic import DerivedDim, parse_cli
+    from pt2rt.capture.dynamic import DerivedDim, parse_cli
     spec = parse_cli(["x:0=batch[1,512]", "y:0=batch", "y:1=2*batch+1", "z:1=n[2,]"])
     b = spec["x"][0]
     assert (b.name, b.min, b.max) == ("batch", 1, 512) and spec["y"][0] is b

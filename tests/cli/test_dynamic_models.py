@@ -2,7 +2,7 @@
 torchvision resnet18 and mobilenet_v2 with a dynamic batch, an nn.TransformerEncoder with a
 dynamic batch *and* sequence length, an LSTM with a dynamic batch, and LSTMs (batch_first and
 time-major, 1-2 layers, bidirectional) with a dynamic batch *and sequence length* — captured as
-one ``pt2rt::lstm`` node with a recomputing ``pt2rt::lstm_backward`` (exporter/pt2rt/rnn_ops.py;
+one ``pt2rt::lstm`` node with a recomputing ``pt2rt::lstm_backward`` (exporter/pt2rt/ops/rnn_ops.py;
 dropout between layers in training mode is refused, test below). Each archive is
 exported once and run by `export-cli run` at three sizes including the range's min and max:
 eval outputs, and a training forward + backward (outputs, parameter gradients, buffers) vs
@@ -18,7 +18,7 @@ from conftest import eager_train_step, save_tensors
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 # torch 1.13: models whose export stops at an op without a symbolic-shape rule
-# (exporter/pt2rt/symbolic_meta_torch1.py); none of these any more
+# (exporter/pt2rt/capture/torch1/symbolic_meta_torch1.py); none of these any more
 REFUSED_ON_1_13 = {}
 
 

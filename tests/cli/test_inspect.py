@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import pt2rt
-from pt2rt import constants, dtypes
-from pt2rt.graph_ir import GraphRole
+from pt2rt.ir import constants, dtypes
+from pt2rt.ir.graph_ir import GraphRole
 
 SCHEMA = f"{constants.SCHEMA_MAJOR}.{constants.SCHEMA_MINOR}"
 
@@ -243,7 +243,7 @@ def test_missing_graph_role(cli, archives, tmp_path):
 
 def test_summary_cuts_long_metadata(cli, tmp_path):
     """Metadata is the archive's: long values are cut and many keys left to --json."""
-    from pt2rt.serialize import write_program
+    from pt2rt.format.serialize import write_program
     model, args = __import__("models").build("mlp")
     exported = pt2rt.export(model, args, train=False)
     exported.program.metadata.update({f"key{i:02d}": "v" * 300 for i in range(40)})

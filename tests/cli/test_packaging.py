@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from pt2rt import constants
+from pt2rt.ir import constants
 
 EXPORTER = os.path.join(os.path.dirname(__file__), "..", "..", "exporter")
 

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import pt2rt
-from pt2rt import constants
-from pt2rt.archive import _write_aligned
+from pt2rt.ir import constants
+from pt2rt.format.archive import _write_aligned
 from conftest import save_tensors
 
 

@@ -65,7 +65,7 @@ def test_matches_eager_training(cli, archives, mlp_data, tmp_path, optimizer, lr
 
 def test_batch_norm_model_trains_like_eager_running_statistics_included(cli, archives, tmp_path):
     """A conv + BatchNorm net (train-mode running statistics updated every step by the batch
-    norm kernel itself, runtime/batch_norm_stats.h): losses, parameters and every buffer
+    norm kernel itself, runtime/plan/fuse_batch_norm_stats.h): losses, parameters and every buffer
     (running_mean, running_var, num_batches_tracked) after 3 epochs match eager PyTorch's."""
     a = archives.get("cnn_bn")
     torch.manual_seed(11)

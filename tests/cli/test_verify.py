@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from pt2rt.archive import ArchiveReader, write_archive
-from pt2rt.deserialize import read_program
-from pt2rt.reader import tensor_of
-from pt2rt.serialize import tensor_data, write_program
+from pt2rt.format.archive import ArchiveReader, write_archive
+from pt2rt.format.deserialize import read_program
+from pt2rt.format.reader import tensor_of
+from pt2rt.format.serialize import tensor_data, write_program
 
 
 def rewrite_archive(src, dst, edit):
@@ -116,7 +116,7 @@ def test_wrong_gradient_caught_by_sketch_projections(cli, archives, tmp_path):
     the sketch's norm, sums and max match, its random projections do not. The reference is
     replaced by the sketch of the reference executor's gradient with its elements reversed."""
     import pt2rt
-    from pt2rt import grad_sketch
+    from pt2rt.ir import grad_sketch
     a = archives.get("cnn_bn")
     loaded = pt2rt.load(str(a.path))
     g = loaded.train_step(*loaded.examples()[0].inputs).grads["features.0.weight"]

@@ -4,9 +4,9 @@
 // (eval mode), and when it has forward/backward graphs one training step (forward, then
 // backward from the sum of its floating outputs); then, with an inference graph, the same
 // bytes loaded as a deployment (LoadOptions::inference_only: weight-only values cached,
-// oneDNN convolution weights packed, runtime/conv_prepack.h; for inputs of odd size also
+// oneDNN convolution weights packed, runtime/kernels/conv_prepack.h; for inputs of odd size also
 // LoadOptions::onednn_benchmark: convolutions and linear layers timed against oneDNN at their
-// declared sizes, runtime/onednn_benchmark.h) and its inference run twice (computed, then
+// declared sizes, runtime/plan/onednn_benchmark.h) and its inference run twice (computed, then
 // from the cache). Anything but a pt2rt::Error, any sanitizer
 // report, crash, timeout or excess memory is a finding.
 #include <ATen/ATen.h>

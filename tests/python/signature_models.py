@@ -12,10 +12,10 @@ from typing import Callable, Dict, Tuple
 import torch
 
 import pt2rt
-from pt2rt.archive import ArchiveReader, write_archive
-from pt2rt.deserialize import read_program
-from pt2rt.program_ir import Program
-from pt2rt.serialize import write_program
+from pt2rt.format.archive import ArchiveReader, write_archive
+from pt2rt.format.deserialize import read_program
+from pt2rt.ir.program_ir import Program
+from pt2rt.format.serialize import write_program
 
 OUTPUT_NAMES = ["['logits']", "['hidden'][0]", "['hidden'][1]"]
 BATCH = 4

@@ -1,4 +1,4 @@
-"""pt2rt.load(path).module() (exporter/pt2rt/archive_module.py): the archive back as an
+"""pt2rt.load(path).module() (exporter/pt2rt/format/archive_module.py): the archive back as an
 nn.Module, as torch.export's ExportedProgram.module()."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import pt2rt
-from pt2rt.archive_module import unflatten
+from pt2rt.format.archive_module import unflatten
 
 
 class Heads(nn.Module):

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 import pt2rt
-from pt2rt.graph_ir import GraphRole
+from pt2rt.ir.graph_ir import GraphRole
 
 aten = torch.ops.aten
 

@@ -9,11 +9,11 @@ import torch.utils._pytree as pytree
 
 import models
 import pt2rt
-from pt2rt import capture as capture_mod
-from pt2rt import graph_ir
-from pt2rt.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
-from pt2rt.graph_ir import ConstantTable, GraphRole, WeightKind
-from pt2rt.program_ir import ArgKind, ValueKind
+from pt2rt.capture import capture as capture_mod
+from pt2rt.ir import graph_ir
+from pt2rt.ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from pt2rt.ir.graph_ir import ConstantTable, GraphRole, WeightKind
+from pt2rt.ir.program_ir import ArgKind, ValueKind
 
 
 class Split(nn.Module):
@@ -286,9 +286,9 @@ def test_reference_draws_says_whether_the_graph_replays_eager():
     """capture.reference_draws: 'replayed' when the forward graph, run from the reference
     seed, gives eager's training outputs; 'differ' when it draws otherwise; '' without draws."""
     import random_models
-    from pt2rt.capture import reference_draws
-    from pt2rt.eager_run import EagerTrainRun
-    from pt2rt.graph_ir import GraphRole
+    from pt2rt.capture.capture import reference_draws
+    from pt2rt.capture.eager_run import EagerTrainRun
+    from pt2rt.ir.graph_ir import GraphRole
     model, args = random_models.build_dropout()
     exported = pt2rt.export(model, args)
     assert exported.program.metadata["reference_draws"] == "replayed"

@@ -1,5 +1,5 @@
 """Constructs whose torch.nn implementation no tracer can keep, captured through an equivalent
-computation on tensors (``exporter/pt2rt/module_rewrites.py``) on both lanes; the table in
+computation on tensors (``exporter/pt2rt/capture/module_rewrites.py``) on both lanes; the table in
 exporter/README.md. test_models.py runs the full per-model checks on ``one_hot`` and
 ``bn_momentum_none`` (models.MODELS); these tests check what the rewrites must keep of eager's
 behaviour beyond the example inputs.

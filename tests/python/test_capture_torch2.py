@@ -10,9 +10,9 @@ import torch
 
 import models
 import pt2rt
-from pt2rt import aot_descriptors
-from pt2rt.descriptors import InputKind, OutputKind
-from pt2rt.graph_ir import GraphRole
+from pt2rt.ir import aot_descriptors
+from pt2rt.ir.descriptors import InputKind, OutputKind
+from pt2rt.ir.graph_ir import GraphRole
 
 pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
                                 reason="aot_export_joint_with_descriptors needs torch >= 2.9")
@@ -219,7 +219,7 @@ def test_lstm_final_states_keep_eagers_shape_under_torch_2_11s_decomposition(mon
 def test_a_decomposition_that_changes_an_output_shape_is_refused(monkeypatch):
     import contextlib
     import zoo_models
-    from pt2rt import capture_torch2
+    from pt2rt.capture.torch2 import capture_torch2
     from pt2rt.errors import CaptureError
     _lstm_2_11(monkeypatch)
     monkeypatch.setattr(capture_torch2, "lstm_final_state_fix", contextlib.nullcontext)

@@ -8,7 +8,7 @@ import sys
 import torch
 
 import pt2rt
-from pt2rt.graph_ir import GraphRole
+from pt2rt.ir.graph_ir import GraphRole
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

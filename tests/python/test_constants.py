@@ -1,10 +1,10 @@
-"""exporter/pt2rt/constants.py and include/pt2rt/constants.h agree (names and values)."""
+"""exporter/pt2rt/ir/constants.py and include/pt2rt/constants.h agree (names and values)."""
 from __future__ import annotations
 
 import os
 import re
 
-from pt2rt import constants
+from pt2rt.ir import constants
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEADER = os.path.join(ROOT, "include", "pt2rt", "constants.h")

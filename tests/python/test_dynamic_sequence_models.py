@@ -3,7 +3,7 @@ with a dynamic batch, nn.TransformerEncoder / nn.MultiheadAttention with a dynam
 sequence length, integer indexing on dynamic dims. Each archive is exported once and run by the
 Python reader (``pt2rt.load``) at sizes including the range's ends: eval outputs, and a
 training forward + backward vs eager. On torch 1.13 these go through pt2rt's symbolic-shape
-rules (exporter/pt2rt/symbolic_meta_torch1.py, symbolic_rnn_torch1.py,
+rules (exporter/pt2rt/capture/torch1/symbolic_meta_torch1.py, symbolic_rnn_torch1.py,
 symbolic_autograd_torch1.py): the graphs also keep eager's ATen ops (checked against the
 static capture) and refuse what they cannot express, by name."""
 import collections
@@ -14,7 +14,7 @@ import torch
 from torch.testing import assert_close
 
 import pt2rt
-from pt2rt.capture import capture
+from pt2rt.capture.capture import capture
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 only_1_13 = pytest.mark.skipif(TORCH2, reason="torch 1.13 symbolic-shape rules")
@@ -237,7 +237,7 @@ def test_transformer_dropout_draws_match_eager(tmp_path):
 
 
 def test_slice_backward_sums_tiling_a_dim_become_cat():
-    from pt2rt.graph_passes import slice_backward_sums_as_cat
+    from pt2rt.passes.graph_passes import slice_backward_sums_as_cat
 
     sb, add = aten.slice_backward.default, aten.add.Tensor
 

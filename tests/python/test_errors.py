@@ -11,7 +11,7 @@ import torch.nn as nn
 
 import models
 import pt2rt
-from pt2rt import constants
+from pt2rt.ir import constants
 
 
 class DataDependent(nn.Module):
@@ -114,7 +114,7 @@ def good_archive(exports):
 def _rewrite(src, dst, replace=None, compress=None):
     """Copies a zip entry by entry (STORED, 64-byte aligned, as pt2rt writes it), replacing
     contents or deflating the entries named in ``compress``."""
-    from pt2rt.archive import _write_aligned
+    from pt2rt.format.archive import _write_aligned
     replace = replace or {}
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
         for info in zin.infolist():
@@ -196,7 +196,7 @@ def test_save_failure_keeps_original(exports, tmp_path, monkeypatch):
     shutil.copy(exports.get("mlp").path, target)
     before = target.read_bytes()
 
-    import pt2rt.archive as archive
+    import pt2rt.format.archive as archive
 
     def boom(*a, **k):
         raise OSError("disk full (simulated)")

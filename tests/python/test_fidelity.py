@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 import pt2rt
-from pt2rt.graph_ir import WeightKind
+from pt2rt.ir.graph_ir import WeightKind
 
 
 class ListAlias(nn.Module):
@@ -136,8 +136,8 @@ def test_no_warning_when_every_parameter_trains():
 def test_references_come_from_the_plain_eager_module(monkeypatch, tmp_path):
     """The bundled references never go through the capture's substitution: with it disabled
     after capture, export still produces them (and they equal eager's)."""
-    from pt2rt import capture as capture_mod
-    from pt2rt import model_call
+    from pt2rt.capture import capture as capture_mod
+    from pt2rt.capture import model_call
 
     torch.manual_seed(0)
     model, x = ListAlias(), torch.randn(3, 4)

@@ -13,12 +13,12 @@ import torch
 
 import models
 import pt2rt
-from pt2rt import constants, dtypes
-from pt2rt.deserialize import read_program
-from pt2rt.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
-from pt2rt.graph_ir import GraphRole, WeightKind
-from pt2rt.program_ir import ArgKind, ValueKind
-from pt2rt.serialize import write_program
+from pt2rt.ir import constants, dtypes
+from pt2rt.format.deserialize import read_program
+from pt2rt.ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from pt2rt.ir.graph_ir import GraphRole, WeightKind
+from pt2rt.ir.program_ir import ArgKind, ValueKind
+from pt2rt.format.serialize import write_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = os.path.join(ROOT, "schema", "pt2rt.fbs")
@@ -116,7 +116,7 @@ def test_op_table_and_arguments(exports):
     for g in prog.graphs:
         for n in g.nodes:
             op = prog.operators[n.op]
-            schema = pt2rt.executor.resolve_op(op)._schema
+            schema = pt2rt.format.executor.resolve_op(op)._schema
             assert len(n.outputs) == len(schema.returns), op.qualified()
             positional = [a.name for a in schema.arguments if not a.kwarg_only]
             given = [a.name for a in n.args if not a.kwarg_only]
@@ -175,7 +175,7 @@ def test_producer_and_metadata(exports):
     prog = exports.get("mlp", "min_cut").loaded.program
     assert prog.producer.torch_version == str(torch.__version__)
     assert prog.producer.exporter_version == pt2rt.__version__
-    assert prog.producer.capture == pt2rt.capture.select_backend().CAPTURE_NAME
+    assert prog.producer.capture == pt2rt.capture.capture.select_backend().CAPTURE_NAME
     assert prog.producer.python_version
     assert prog.metadata["partitioner"] == "min_cut"
     assert (prog.schema_major, prog.schema_minor) == (constants.SCHEMA_MAJOR,
@@ -199,7 +199,7 @@ def test_extra_files_and_options(tmp_path):
     e.save(path, extra={"labels.txt": b"cat\ndog\n"})
     loaded = pt2rt.load(path)
     assert loaded.extra == {"labels.txt": b"cat\ndog\n"}
-    from pt2rt.archive import ArchiveReader
+    from pt2rt.format.archive import ArchiveReader
     with ArchiveReader(path) as ar:
         ar.check_layout("extra/labels.txt")
     with pytest.raises(KeyError, match="Forward"):

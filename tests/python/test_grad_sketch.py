@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import pt2rt
-from pt2rt import grad_sketch as gs
+from pt2rt.ir import grad_sketch as gs
 
 M32 = 0xFFFFFFFF
 

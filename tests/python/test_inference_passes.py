@@ -1,5 +1,5 @@
 """export(optimize_inference=True): BatchNorm folded into the convolution / linear before it
-(exporter/pt2rt/inference_passes.py) — what folds, what must not, and that the folded graph
+(exporter/pt2rt/passes/inference_passes.py) — what folds, what must not, and that the folded graph
 still computes eager's eval outputs (within assert_close's tolerances) from the weights."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch.nn as nn
 
 import models
 import pt2rt
-from pt2rt import inference_passes
-from pt2rt.graph_ir import GraphRole
+from pt2rt.passes import inference_passes
+from pt2rt.ir.graph_ir import GraphRole
 
 aten = torch.ops.aten
 

@@ -12,10 +12,10 @@ import torch.utils._pytree as pytree
 
 import models
 import pt2rt
-from pt2rt import constants
-from pt2rt.archive import ArchiveReader
-from pt2rt.descriptors import InputKind, OutputKind
-from pt2rt.graph_ir import GraphRole
+from pt2rt.ir import constants
+from pt2rt.format.archive import ArchiveReader
+from pt2rt.ir.descriptors import InputKind, OutputKind
+from pt2rt.ir.graph_ir import GraphRole
 
 NAMES = list(models.lane_models())
 PARTITIONERS = ["default", "min_cut"]
@@ -101,7 +101,7 @@ def test_weights_table_order_and_bytes(case):
     expected = [n for n, _ in params] + [n for n, _ in buffers]
     fqns = [w.fqn for w in prog.weights]
     assert fqns[:len(expected)] == expected
-    assert all(w.kind is pt2rt.graph_ir.WeightKind.Constant for w in prog.weights[len(expected):])
+    assert all(w.kind is pt2rt.ir.graph_ir.WeightKind.Constant for w in prog.weights[len(expected):])
     for w, (n, p) in zip(prog.weights, params):
         assert w.requires_grad == p.requires_grad, n
         torch.testing.assert_close(case.loaded.weights[n], p.detach(), rtol=0, atol=0)
@@ -150,7 +150,7 @@ def test_forward_backward_calling_convention(case):
     tangents = [gi.descriptor.output for gi in bw.inputs if gi.descriptor.kind is InputKind.Tangent]
     for t in tangents:
         assert t.kind is OutputKind.Plain
-        assert pt2rt.dtypes.to_dtype(fw_values[t].meta.dtype).is_floating_point
+        assert pt2rt.ir.dtypes.to_dtype(fw_values[t].meta.dtype).is_floating_point
     assert sorted(t.idx for t in tangents) == differentiable_outputs(case.name)
     # every parameter/buffer a training forward mutates in eager is an InputMutation
     mutated = sorted(go.descriptor.of.fqn for go in fw.outputs

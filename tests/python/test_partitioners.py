@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pt2rt.descriptors import OutputKind
-from pt2rt.graph_ir import GraphRole
+from pt2rt.ir.descriptors import OutputKind
+from pt2rt.ir.graph_ir import GraphRole
 
 
 def test_min_cut_saves_no_more_than_default_on_resnet18(exports):

@@ -1,4 +1,4 @@
-"""Device portability of exported archives (exporter/pt2rt/portability.py), checked on the CPU:
+"""Device portability of exported archives (exporter/pt2rt/capture/portability.py), checked on the CPU:
 no device-specific kernel family in any graph, results whose shape depends on the device
 marked, kernel-choice guards that do not narrow a Dim, float64 references, and the capture
 device recorded. The GPU side (archives captured on the CPU run on CUDA, archives captured on
@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 import pt2rt
-from pt2rt import portability
+from pt2rt.capture import portability
+from pt2rt.ops import device_dependence
 from pt2rt.errors import CaptureError
-from pt2rt.graph_ir import GraphRole
+from pt2rt.ir.graph_ir import GraphRole
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
@@ -36,7 +37,7 @@ def test_attention_exports_without_device_specific_kernels(tmp_path):
     x = torch.randn(2, 5, 32)
     exported = pt2rt.export(model, (x,))
     names = _op_names(exported)
-    assert not [n for n in names if portability.device_specific(n)], names
+    assert not [n for n in names if device_dependence.device_specific(n)], names
     assert not [n for n in names if "attention" in n], names
     path = tmp_path / "t.pt2"
     exported.save(str(path))
@@ -54,7 +55,7 @@ def test_attention_exports_without_device_specific_kernels(tmp_path):
     ("aten::convolution", True), ("aten::native_batch_norm", True), ("aten::_softmax", True),
     ("aten::_safe_softmax", True), ("aten::addmm", True), ("aten::lstm", True)])
 def test_device_specific_families(name, portable):
-    assert portability.device_specific(name) is not portable
+    assert device_dependence.device_specific(name) is not portable
 
 
 @pytest.mark.skipif(not TORCH2, reason="calls a torch 2.x CPU-only attention kernel")

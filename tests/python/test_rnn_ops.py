@@ -1,4 +1,4 @@
-"""pt2rt::lstm / pt2rt::lstm_backward (exporter/pt2rt/rnn_ops.py): the kernels against eager
+"""pt2rt::lstm / pt2rt::lstm_backward (exporter/pt2rt/ops/rnn_ops.py): the kernels against eager
 autograd, the capture of nn.LSTM on a dynamic sequence length as one node (and only then), the
 reference executor's train step against eager, and the refusals."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import pt2rt
-from pt2rt import rnn_ops
+from pt2rt.ops import rnn_ops
 
 SEQ = pt2rt.Dim("seq", min=2, max=12)
 BATCH = pt2rt.Dim("batch", min=1, max=8)

@@ -8,8 +8,8 @@ import torch
 
 import pt2rt
 import signature_models as sm
-from pt2rt import constants
-from pt2rt.output_names import output_names
+from pt2rt.ir import constants
+from pt2rt.ir.output_names import output_names
 
 
 @pytest.fixture(scope="module")

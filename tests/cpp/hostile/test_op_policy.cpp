@@ -1,4 +1,4 @@
-// pt2rt's operator policy (runtime/op_policy.h) on operators of the running LibTorch: what the
+// pt2rt's operator policy (runtime/plan/op_policy.h) on operators of the running LibTorch: what the
 // exporter emits is allowed; files, in-place/out= ops, data-dependent shapes, side-effect-only
 // ops, other namespaces and free-text str arguments are refused with the rule that refuses
 // them. The dispatcher-wide counts are pt2rt_op_policy_report's (ctest op_policy_report).
@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "catch_compat.h"
-#include "op_policy.h"
+#include "plan/op_policy.h"
 
 using namespace pt2rt;
 using pt2rt::test::Contains;

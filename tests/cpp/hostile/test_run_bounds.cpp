@@ -1,16 +1,16 @@
-// Run bounds (runtime/meta_check.h): archives of at most 1 MB that try to make a run allocate
+// Run bounds (runtime/model/meta_check.h): archives of at most 1 MB that try to make a run allocate
 // gigabytes or spin are refused at load, or bounded while running; honest ones run. The
 // wall-time and RSS figures of `export-cli verify` on the same archives are measured by
 // tests/cli/test_hostile.py. Dynamic shapes over the bounds at their range maximum but not at
-// their minimum load and are bounded per call (runtime/call_bounds.h).
+// their minimum load and are bounded per call (runtime/model/call_bounds.h).
 #include <ATen/ATen.h>
 
 #include <atomic>
 #include <thread>
 
-#include "call_bounds.h"
+#include "model/call_bounds.h"
 #include "catch_compat.h"
-#include "model_impl.h"
+#include "model/model_impl.h"
 #include "program_builder.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/model.h"

@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "native_ops.h"
-#include "op_policy.h"
+#include "kernels/native_ops.h"
+#include "plan/op_policy.h"
 #include "pt2rt/archive.h"
 #include "pt2rt/program.h"
 

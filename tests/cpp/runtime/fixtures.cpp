@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "cross_expectations.h"
-#include "op_resolution.h"
+#include "plan/op_resolution.h"
 
 namespace pt2rt::test {
 namespace {

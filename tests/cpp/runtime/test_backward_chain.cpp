@@ -1,5 +1,5 @@
-// The training backward as a chain of autograd nodes (runtime/backward_chain.h) and its
-// specialisation per set of needed gradients (runtime/training_plans.h), on exported
+// The training backward as a chain of autograd nodes (runtime/exec/backward_chain.h) and its
+// specialisation per set of needed gradients (runtime/exec/training_plans.h), on exported
 // fixtures: gradients reach .grad as they are computed (no second full set alive), autograd
 // semantics kept (accumulation across calls, hooks, torch::autograd::grad, retain_graph,
 // undefined .grad), parameters frozen after load cost no backward work.
@@ -13,7 +13,7 @@
 #include "assert_close.h"
 #include "counting_allocator.h"
 #include "fixtures.h"
-#include "model_impl.h"
+#include "model/model_impl.h"
 #include "pt2rt/model.h"
 
 using namespace pt2rt;

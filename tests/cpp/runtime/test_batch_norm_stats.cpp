@@ -1,5 +1,5 @@
 // A training-mode BatchNorm's running-statistics arithmetic, as the exporter writes it, run
-// by the batch-norm kernel itself (runtime/batch_norm_stats.h), on hand-built forward graphs:
+// by the batch-norm kernel itself (runtime/plan/fuse_batch_norm_stats.h), on hand-built forward graphs:
 // which groups are fused, that the fused results are eager's (the kernel updating the
 // model's buffers in place, or clones of statistics something else still sees), and that
 // whatever does not match exactly — at plan build or at run time — computes the graph as
@@ -8,9 +8,9 @@
 #include <c10/core/GradMode.h>
 #include "catch_compat.h"
 
-#include "batch_norm_stats.h"
-#include "op_resolution.h"
-#include "plan.h"
+#include "kernels/batch_norm_stats.h"
+#include "plan/op_resolution.h"
+#include "plan/plan.h"
 #include "program_builder.h"
 
 using namespace pt2rt;

@@ -1,4 +1,4 @@
-// An inference plan's convolutions on oneDNN weights packed once (runtime/conv_prepack.h), on
+// An inference plan's convolutions on oneDNN weights packed once (runtime/kernels/conv_prepack.h), on
 // hand-built inference graphs: which convolutions are rewritten (exactly those ATen itself
 // runs through oneDNN, on weights only they read), that the results are ATen's bits, that a
 // changed weight is repacked, and that calls which do not fit run at::convolution; with
@@ -10,11 +10,11 @@
 #include "catch_compat.h"
 
 #include "assert_close.h"
-#include "conv_prepack.h"
+#include "kernels/conv_prepack.h"
 #include "fixtures.h"
-#include "libtorch_compat.h"
-#include "op_resolution.h"
-#include "plan.h"
+#include "core/libtorch_compat.h"
+#include "plan/op_resolution.h"
+#include "plan/plan.h"
 #include "program_builder.h"
 
 using namespace pt2rt;

@@ -23,7 +23,7 @@
 #include "assert_close.h"
 #include "cross_expectations.h"
 #include "fixtures.h"
-#include "op_resolution.h"
+#include "plan/op_resolution.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/model.h"
 

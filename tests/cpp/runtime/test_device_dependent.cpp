@@ -13,7 +13,7 @@
 #include "catch_compat.h"
 #include "fixtures.h"
 #include "pt2rt/model.h"
-#include "result_check.h"
+#include "core/result_check.h"
 
 using namespace pt2rt;
 using namespace pt2rt::test;

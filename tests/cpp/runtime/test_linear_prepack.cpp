@@ -1,5 +1,5 @@
 // An inference plan's linear layers on oneDNN with the weight packed once
-// (runtime/linear_prepack.h), on hand-built inference graphs `addmm(b, x, t(W))` and
+// (runtime/kernels/linear_prepack.h), on hand-built inference graphs `addmm(b, x, t(W))` and
 // `mm(x, t(W))`: which instructions are rewritten (only when the plan asks for oneDNN, on a
 // weight view only they read), results close to the BLAS's, a changed weight repacked, and
 // the kernel's exact fallback.
@@ -8,9 +8,9 @@
 #include "catch_compat.h"
 
 #include "assert_close.h"
-#include "linear_prepack.h"
-#include "op_resolution.h"
-#include "plan.h"
+#include "kernels/linear_prepack.h"
+#include "plan/op_resolution.h"
+#include "plan/plan.h"
 #include "program_builder.h"
 
 using namespace pt2rt;

@@ -1,4 +1,4 @@
-// tests/cpp/runtime/test_meta_kernels.cpp — the load's meta-device check (runtime/meta_check.h)
+// tests/cpp/runtime/test_meta_kernels.cpp — the load's meta-device check (runtime/model/meta_check.h)
 // must not depend on which Meta kernels the process happens to have. Importing Python torch
 // registers Python ones for ops LibTorch has none for (torch._decomp's `native_batch_norm`, on
 // the Meta key through torch.library), and those answer an eval-mode batch norm's saved

@@ -1,11 +1,11 @@
-// The meta check's memo of pure ops' results (runtime/meta_memo.h): hits only for the same
+// The meta check's memo of pure ops' results (runtime/core/meta_memo.h): hits only for the same
 // op on the same argument metadata, fresh result tensors on every hit (the storage ledger
 // must count each node's results), and nothing remembered that a fresh tensor would not
 // reproduce.
 #include <ATen/ATen.h>
 #include "catch_compat.h"
 
-#include "meta_memo.h"
+#include "core/meta_memo.h"
 
 using namespace pt2rt;
 

@@ -7,8 +7,8 @@
 
 #include "assert_close.h"
 #include "fixtures.h"
-#include "model_impl.h"
-#include "op_resolution.h"
+#include "model/model_impl.h"
+#include "plan/op_resolution.h"
 #include "pt2rt/archive.h"
 #include "pt2rt/constants.h"
 #include "pt2rt/errors.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fixtures.h"
-#include "model_impl.h"
+#include "model/model_impl.h"
 #include "pt2rt/model.h"
 #include "pt2rt/node_observer.h"
 

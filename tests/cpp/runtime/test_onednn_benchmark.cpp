@@ -1,11 +1,11 @@
-// OneDnnBenchmark (runtime/onednn_benchmark.h): the bounds that keep an archive's declared
+// OneDnnBenchmark (runtime/plan/onednn_benchmark.h): the bounds that keep an archive's declared
 // sizes from costing load time or memory out of proportion (what is not timed), the MAC
 // counts, and that a decision is made once per case.
 #include <ATen/Parallel.h>
 #include "catch_compat.h"
 
 #include "fixtures.h"
-#include "onednn_benchmark.h"
+#include "plan/onednn_benchmark.h"
 
 using namespace pt2rt;
 

@@ -24,7 +24,7 @@
 
 #include "assert_close.h"
 #include "fixtures.h"
-#include "op_resolution.h"
+#include "plan/op_resolution.h"
 #include "pt2rt/model.h"
 
 using namespace pt2rt;

@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 #include "catch_compat.h"
 
-#include "op_resolution.h"
-#include "plan.h"
+#include "plan/op_resolution.h"
+#include "plan/plan.h"
 #include "program_builder.h"
 #include "pt2rt/errors.h"
 

@@ -1,4 +1,4 @@
-// In-place twins of elementwise ops whose input dies (runtime/reinplace.h), on hand-built
+// In-place twins of elementwise ops whose input dies (runtime/plan/reinplace.h), on hand-built
 // one-node plans. In place is observable only through the result's storage: the test hands
 // the plan the sole reference to its input and checks whether the result reuses that
 // storage; every case also checks the values, dtype, sizes and strides against the
@@ -7,8 +7,8 @@
 #include <c10/core/GradMode.h>
 #include "catch_compat.h"
 
-#include "op_resolution.h"
-#include "plan.h"
+#include "plan/op_resolution.h"
+#include "plan/plan.h"
 #include "program_builder.h"
 
 using namespace pt2rt;

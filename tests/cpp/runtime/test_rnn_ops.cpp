@@ -1,13 +1,13 @@
-// pt2rt::lstm / pt2rt::lstm_backward native kernels (runtime/rnn_ops.h): ATen's lstm and its
+// pt2rt::lstm / pt2rt::lstm_backward native kernels (runtime/kernels/rnn_ops.h): ATen's lstm and its
 // autograd gradients exactly, shapes only on the meta device, every bad size refused, and the
-// run-cost estimate (runtime/run_cost.h).
+// run-cost estimate (runtime/core/run_cost.h).
 #include "catch_compat.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "native_ops.h"
-#include "run_cost.h"
+#include "kernels/native_ops.h"
+#include "core/run_cost.h"
 
 namespace pt2rt {
 using test::Contains;

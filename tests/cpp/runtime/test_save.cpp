@@ -10,7 +10,7 @@
 #include <iterator>
 
 #include "fixtures.h"
-#include "model_impl.h"
+#include "model/model_impl.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/model.h"
 

@@ -1,7 +1,7 @@
-// SymExpr evaluation (runtime/sym_eval.h): arithmetic with Python's floor semantics, overflow
+// SymExpr evaluation (runtime/core/sym_eval.h): arithmetic with Python's floor semantics, overflow
 // and division by zero as nullopt, range maxima and minima, the per-call bound cells.
 #include "catch_compat.h"
-#include "sym_eval.h"
+#include "core/sym_eval.h"
 
 namespace pt2rt {
 namespace {

@@ -1,5 +1,5 @@
 // Weight-derived values hoisted out of the per-call path and cached until a weight changes
-// (runtime/weight_cache.h), on the fixture exported with optimize_inference=True (BatchNorm
+// (runtime/plan/weight_cache.h), on the fixture exported with optimize_inference=True (BatchNorm
 // folded into the convolutions: the folded weights are computed in the graph from the current
 // weights). The folded model must track its weights exactly like the unfolded one.
 #include <ATen/ATen.h>
@@ -10,7 +10,7 @@
 
 #include "assert_close.h"
 #include "fixtures.h"
-#include "model_impl.h"
+#include "model/model_impl.h"
 #include "pt2rt/errors.h"
 #include "pt2rt/model.h"
 

@@ -1,0 +1,315 @@
+"""The capture seam: validate ``export``'s arguments, collect weights, pick a capture backend.
+
+A backend turns (model, weights, signature, example inputs) into the intermediate form of
+``graph_ir``: a joint ``CapturedJoint`` and an inference ``DescribedGraph``. Two exist, chosen
+by ``select_backend`` from what the running torch provides:
+
+* ``capture_torch1`` (torch 1.13): ``make_fx`` + ``functionalize``; descriptors assigned by the
+  capture itself (it builds the joint function, so it knows what each input is);
+* ``capture_torch2`` (torch >= 2.9): ``aot_export_joint_with_descriptors``; descriptors taken
+  from AOTAutograd's ``meta['desc']``.
+
+Each provides ``capture_joint``, ``capture_inference`` (both taking ``decompositions=``) and
+``CAPTURE_NAME``; the partitioner, lowering and serializer are shared.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..errors import CaptureError, ExportError, ExportTypeError
+from ..ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from ..ir.graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole, WeightKind,
+                           WeightSpec)
+from ..passes import export_policy
+from ..passes.annotate import annotate
+from ..passes.graph_passes import zero_tangents_of_parameter_mutations
+from ..passes.partition import PARTITIONERS, partition
+from . import portability
+from .dynamic import normalize as normalize_dynamic_shapes
+from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_train_run
+from .fidelity import (check_gradient_paths, check_no_aliased_constants, check_output_types,
+                       check_tangents)
+from .model_call import restored_attributes
+
+
+def select_backend() -> types.ModuleType:
+    """The capture module for the running torch: ``capture_torch2`` where
+    ``torch._functorch.aot_autograd.aot_export_joint_with_descriptors`` exists (torch >= 2.9),
+    ``capture_torch1`` on torch 1.x.
+
+    Raises:
+        ExportError: torch 2.0 - 2.8 (neither path applies).
+    """
+    major = int(torch.__version__.split(".")[0])
+    if major < 2:
+        from .torch1 import capture_torch1
+        return capture_torch1
+    from torch._functorch import aot_autograd
+    if hasattr(aot_autograd, "aot_export_joint_with_descriptors"):
+        from .torch2 import capture_torch2
+        return capture_torch2
+    raise ExportError(f"pt2rt.export: torch {torch.__version__} is not supported: the torch 2 "
+                      "capture needs torch >= 2.9 (aot_export_joint_with_descriptors); "
+                      "torch 1.13 uses make_fx")
+
+
+def check_decompositions(decompositions: Any) -> Optional[Dict[Any, Callable]]:
+    """``decompositions=``: None, or a dict from ATen op (``torch._ops.OpOverload``, or an
+    ``OpOverloadPacket`` standing for all its overloads) to a callable, as
+    ``torch._decomp.get_decompositions`` returns it.
+
+    Raises:
+        ExportTypeError: anything else, naming the offending entry.
+    """
+    if decompositions is None:
+        return None
+    if not isinstance(decompositions, dict):
+        raise ExportTypeError(f"pt2rt.export: decompositions must be a dict from ATen op to "
+                              f"callable, got {type(decompositions).__name__}")
+    table: Dict[Any, Callable] = {}
+    for op, fn in decompositions.items():
+        if not callable(fn):
+            raise ExportTypeError(f"pt2rt.export: decompositions[{op}] is not callable")
+        if isinstance(op, torch._ops.OpOverloadPacket):
+            for name in op.overloads():
+                table[getattr(op, name)] = fn
+        elif isinstance(op, torch._ops.OpOverload):
+            table[op] = fn
+        else:
+            raise ExportTypeError(f"pt2rt.export: decompositions key {op!r} is not an ATen op "
+                                  "(torch.ops.aten.<name>.<overload>)")
+    return table
+
+
+def collect_weights(model: torch.nn.Module) -> List[WeightSpec]:
+    """Parameters (``named_parameters()`` order, frozen ones included), then buffers
+    (``named_buffers()`` order, non-persistent ones flagged)."""
+    weights = [WeightSpec(fqn, WeightKind.Parameter, p, True, p.requires_grad)
+               for fqn, p in model.named_parameters()]
+    non_persistent = set()
+    for mod_fqn, mod in model.named_modules():
+        for name in getattr(mod, "_non_persistent_buffers_set", ()):
+            non_persistent.add(f"{mod_fqn}.{name}" if mod_fqn else name)
+    weights += [WeightSpec(fqn, WeightKind.Buffer, b, fqn not in non_persistent, False)
+                for fqn, b in model.named_buffers()]
+    return weights
+
+
+def make_signature(model: torch.nn.Module, args: Sequence[Any],
+                   kwargs: Dict[str, Any]) -> Tuple[ExportSignature, List[torch.Tensor]]:
+    """Binds ``args``/``kwargs`` to ``model.forward``'s parameters and flattens them.
+
+    Raises:
+        ExportTypeError: an input is not a tensor, or kwargs is not a dict of str.
+        ExportError: the arguments do not match forward()'s signature.
+    """
+    try:
+        sig = inspect.signature(model.forward)
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise ExportError(f"pt2rt.export: the example inputs do not match "
+                          f"{type(model).__name__}.forward{inspect.signature(model.forward)}: {e}"
+                          ) from e
+    names: List[str] = []
+    flat: List[torch.Tensor] = []
+    for i, a in enumerate(args):
+        names.append(_positional_name(sig, i))
+        flat.append(a)
+    params = list(sig.parameters)
+    for name in sorted(kwargs, key=lambda n: params.index(n) if n in params else len(params)):
+        names.append(name)
+        flat.append(kwargs[name])
+    for name, x in zip(names, flat):
+        if not isinstance(x, torch.Tensor):
+            raise ExportTypeError(f"pt2rt.export: input {name!r} is a {type(x).__name__}; every "
+                                  "example input must be a torch.Tensor")
+        if x.layout != torch.strided:
+            raise ExportTypeError(f"pt2rt.export: input {name!r} has layout {x.layout}; only "
+                                  "strided (dense) tensors are supported")
+    del bound
+    return ExportSignature(names, len(args)), flat
+
+
+def _positional_name(sig: inspect.Signature, i: int) -> str:
+    params = list(sig.parameters.values())
+    for j, p in enumerate(params):
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            return f"{p.name}_{i - j}"
+        if j == i:
+            return p.name
+    return f"arg{i}"
+
+
+def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
+            train: bool = True, inference: bool = True,
+            partitioner: str = "default", decompositions: Any = None,
+            optimize_inference: bool = False, dynamic_shapes: Any = None) -> CapturedProgram:
+    """Validates the arguments and captures the inference graph (if ``inference``; optimized
+    by ``inference_passes`` if ``optimize_inference``) and the forward/backward graphs (if
+    ``train``) of ``model``. ``dynamic_shapes``: see ``dynamic.py`` (torch.export's
+    conventions); the program then carries the symbols and range constraints.
+
+    Raises:
+        ExportTypeError: ``model`` is not a Module; ``args`` not a tuple/list of tensors.
+        ExportError: nothing to export, unknown partitioner, bad signature.
+        CaptureError: the model cannot be traced.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ExportTypeError(f"pt2rt.export: model must be a torch.nn.Module, got "
+                              f"{type(model).__name__}")
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    if not isinstance(args, (tuple, list)):
+        raise ExportTypeError(f"pt2rt.export: args must be a tuple of tensors, got "
+                              f"{type(args).__name__}")
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ExportTypeError("pt2rt.export: kwargs must be a dict from str to tensors")
+    if not (train or inference):
+        raise ExportError("pt2rt.export: nothing to export (train=False and inference=False)")
+    if partitioner not in PARTITIONERS:
+        raise ExportError(f"pt2rt.export: unknown partitioner {partitioner!r}; expected one of "
+                          f"{', '.join(PARTITIONERS)}")
+
+    table = check_decompositions(decompositions)
+    sig, flat = make_signature(model, tuple(args), kwargs)
+    weights = collect_weights(model)
+    backend = select_backend()
+    dims = normalize_dynamic_shapes(dynamic_shapes, sig.input_names, flat)
+    dynamic = None
+    if dims is not None:
+        if not hasattr(backend, "symbolic_inputs"):
+            raise ExportError(f"pt2rt.export: dynamic_shapes: the {backend.CAPTURE_NAME} capture "
+                              "does not trace symbolic shapes yet (torch >= 2.9 does); the model "
+                              "can still be exported with static shapes (dynamic_shapes=None)")
+        dynamic = backend.symbolic_inputs(dims)
+    extra = {} if dynamic is None else {"dynamic": dynamic}
+    constants = ConstantTable()
+    graphs = []
+    with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
+        metadata: Dict[str, str] = {"reference_rng_seed": str(REFERENCE_RNG_SEED)}
+        # The eager probe runs where the model lives; the capture always traces on the CPU
+        # (portability.py: device-neutral graphs).
+        eager = _eager_probe(model, sig, flat) if train else None
+        with portability.on_cpu(model, flat) as (cpu_flat, device):
+            with portability.portable_kernels(), restored_attributes(model):
+                if inference:
+                    graphs.append(backend.capture_inference(model, weights, sig, cpu_flat,
+                                                            constants, decompositions=table,
+                                                            **extra))
+                    if optimize_inference:
+                        from ..passes.inference_passes import optimize
+                        applied = optimize(graphs[-1])
+                        metadata["inference_passes"] = ",".join(f"{k}:{v}"
+                                                                for k, v in applied.items())
+                if train:
+                    unused = check_gradient_paths(model, eager)
+                    if unused:
+                        warnings.warn(f"pt2rt.export: trainable parameters of "
+                                      f"{type(model).__name__} without a gradient path (they "
+                                      f"will not train): {', '.join(unused)}", stacklevel=3)
+                        metadata["params_without_grad"] = ",".join(unused)
+                    joint = backend.capture_joint(model, weights, sig, cpu_flat, constants,
+                                                  decompositions=table, **extra)
+                    check_tangents(model, eager, joint.graph.inputs)
+                    export_policy.check_graphs([joint.graph])  # before the partitioner
+                    fw_bw = partition(joint, partitioner)
+                    zero_tangents_of_parameter_mutations(fw_bw[-1])
+                    graphs.extend(fw_bw)
+            portability.check_portable(graphs)
+            export_policy.check_graphs(graphs)  # what the runtime would refuse at load
+            program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
+                                      signature=sig, capture=backend.CAPTURE_NAME,
+                                      partitioner=partitioner if train else "",
+                                      metadata=metadata, example_inputs=flat, eager_train=eager,
+                                      symbols=dynamic.finish() if dynamic is not None else None,
+                                      capture_device=device)
+            check_no_aliased_constants(model, program.weights)
+            try:
+                forward_outputs = annotate_program(program, cpu_flat)
+            except Exception as e:
+                raise CaptureError(f"pt2rt.export: the graphs captured from "
+                                   f"{type(model).__name__} do not run on its example inputs "
+                                   f"({type(e).__name__}: {e}); the capture "
+                                   f"({backend.CAPTURE_NAME}) cannot reproduce this model") from e
+            if eager is not None:
+                check_output_types(model, eager, program.graph(GraphRole.Forward))
+                draws = reference_draws(program.graph(GraphRole.Forward), eager,
+                                        forward_outputs, device)
+                if draws:
+                    metadata["reference_draws"] = draws
+    return program
+
+
+def _eager_probe(model: torch.nn.Module, sig: ExportSignature,
+                 flat: List[torch.Tensor]) -> EagerTrainRun:
+    try:
+        return eager_train_run(model, sig, flat)
+    except ExportError:
+        raise
+    except Exception as e:  # whatever the user's forward raises
+        raise CaptureError(f"pt2rt.export: {type(model).__name__}.forward failed on the "
+                           f"example inputs in training mode: {type(e).__name__}: {e}") from e
+
+
+def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]
+                     ) -> Optional[List[Optional[torch.Tensor]]]:
+    """Runs every graph once on the example inputs (ones as tangents) to record value
+    metadata (``annotate.py``). The forward graph runs from the reference seed, as the eager
+    references do; its user outputs (``Plain(i)`` order) are returned (None without one)."""
+    base: Dict[InputDescriptor, torch.Tensor] = {
+        w.descriptor(): w.tensor.detach() for w in program.weights}
+    base.update({InputDescriptor.plain(i): x.detach() for i, x in enumerate(user_inputs)})
+    trainable = {w.descriptor() for w in program.weights if w.requires_grad}
+    trainable |= {InputDescriptor.plain(i) for i, x in enumerate(user_inputs) if x.requires_grad}
+    inf = program.graph(GraphRole.Inference)
+    if inf is not None:
+        annotate(inf, base)
+    fwd, bwd = program.graph(GraphRole.Forward), program.graph(GraphRole.Backward)
+    if fwd is None or bwd is None:
+        return None
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(REFERENCE_RNG_SEED)
+        outs = annotate(fwd, base, lambda d: d in trainable)
+    saved = {d.idx: t for d, t in outs.items() if d.is_saved()}
+    bw_inputs: Dict[InputDescriptor, torch.Tensor] = {}
+    for d in bwd.inputs:
+        if d.kind is InputKind.Saved:
+            bw_inputs[d] = saved[d.idx]
+        elif d.kind is InputKind.Tangent:
+            bw_inputs[d] = torch.ones_like(outs[d.output])
+    annotate(bwd, bw_inputs)
+    return [t for d, t in sorted(((d, t) for d, t in outs.items() if d.kind is OutputKind.Plain),
+                                 key=lambda dt: dt[0].idx)]
+
+
+def reference_draws(forward: Any, eager: EagerTrainRun,
+                    outputs: Optional[List[Optional[torch.Tensor]]], device: str) -> str:
+    """Program metadata ``reference_draws`` for a forward graph that draws random numbers
+    (ops tagged ``nondeterministic_seeded``): "replayed" when the graph, run on the CPU from
+    the reference seed, gave eager's training outputs, "differ" when it draws in another order
+    or amount (a functional ``bernoulli`` where eager filled a tensor in place; rrelu's
+    noise), so that ``export-cli verify`` checks those results by dtype, shape and finiteness
+    instead (pt2rt/randomness.h). "" when the graph draws nothing or the references come from
+    another device."""
+    seeded = getattr(getattr(torch, "Tag", None), "nondeterministic_seeded", None)
+    draws = seeded is not None and any(
+        seeded in getattr(n.target, "tags", ()) for n in forward.module.graph.nodes
+        if n.op == "call_function")
+    if not draws or device != "cpu" or outputs is None:
+        return ""
+    for got, want in zip(outputs, eager.outputs):
+        if got is None or got.shape != want.shape or got.dtype != want.dtype:
+            return "differ"
+        if got.is_floating_point() and not torch.allclose(got, want.to(got.device), rtol=1.3e-6,
+                                                          atol=1e-5, equal_nan=True):
+            return "differ"
+        if not got.is_floating_point() and not torch.equal(got, want.to(got.device)):
+            return "differ"
+    return "replayed"
+

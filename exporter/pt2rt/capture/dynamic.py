@@ -1,0 +1,296 @@
+"""Dynamic shapes: ``pt2rt.Dim`` and the ``dynamic_shapes=`` spec of ``pt2rt.export``.
+
+The conventions are torch.export's ("Expressing Dynamism",
+https://pytorch.org/docs/stable/export.html#expressing-dynamism):
+
+* ``Dim(name, min=..., max=...)`` names one dynamic dimension with an inclusive range
+  (``max=None``: unbounded above); the same ``Dim`` object used for several input dims means
+  those sizes are equal; ``dim + k`` and ``k * dim`` (and ``k * dim + j``) are *derived* dims,
+  whose size is always that function of the root dim's.
+* ``dynamic_shapes`` is a dict keyed by ``forward()`` argument name, or a tuple/list in
+  argument order (positional args, then keyword args in ``forward()``'s order); each entry is
+  ``None`` (all dims static), a dict ``{dim_index: Dim}`` or a tuple/list with one
+  ``Dim``/``None`` per dim. Every dim not marked is static (specialised to the example size).
+* On torch >= 2.9 a ``torch.export.Dim`` is accepted wherever a ``Dim`` is.
+
+``normalize`` checks a spec against the example inputs and returns one ``InputDims`` per flat
+user input; every problem is an ``ExportError`` naming the argument, the dim and the reason.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..errors import ExportError, ExportTypeError
+
+INT64_MAX = 2 ** 63 - 1
+
+
+class Dim:
+    """A dynamic dimension: ``name`` (a Python identifier, shown in messages and by
+    ``export-cli inspect``), inclusive range ``[min, max]`` (``max=None``: unbounded).
+
+    Sizes are numbers of elements. ``min`` defaults to 1 (a size-0 dim is not a batch);
+    ``min=0`` is allowed.
+
+    Raises:
+        ExportError: the name is not an identifier, min < 0, or min > max.
+    """
+
+    def __init__(self, name: str, min: Optional[int] = None, max: Optional[int] = None):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ExportError(f"pt2rt.Dim: name must be a Python identifier, got {name!r}")
+        lo = 1 if min is None else int(min)
+        hi = INT64_MAX if max is None or max == math.inf else int(max)
+        if lo < 0:
+            raise ExportError(f"pt2rt.Dim({name!r}): min = {lo} is negative")
+        if lo > hi:
+            raise ExportError(f"pt2rt.Dim({name!r}): min = {lo} > max = {hi}")
+        self.name, self.min, self.max = name, lo, hi
+
+    # Derived dims: k * dim + j (torch.export's _DerivedDim, restricted to affine functions).
+    def __add__(self, j: int) -> "DerivedDim":
+        return DerivedDim(self, 1, _int(j, "+"))
+
+    __radd__ = __add__
+
+    def __sub__(self, j: int) -> "DerivedDim":
+        return DerivedDim(self, 1, -_int(j, "-"))
+
+    def __mul__(self, k: int) -> "DerivedDim":
+        return DerivedDim(self, _int(k, "*"), 0)
+
+    __rmul__ = __mul__
+
+    def range_text(self) -> str:
+        return f"[{self.min}, {'inf' if self.max >= INT64_MAX else self.max}]"
+
+    def __repr__(self) -> str:
+        return f"Dim({self.name!r}, min={self.min}, max={self.max if self.max < INT64_MAX else None})"
+
+
+@dataclass(frozen=True)
+class DerivedDim:
+    """``scale * root + offset``: a dim whose size is a fixed affine function of ``root``'s."""
+
+    root: Dim
+    scale: int
+    offset: int
+
+    def __add__(self, j: int) -> "DerivedDim":
+        return DerivedDim(self.root, self.scale, self.offset + _int(j, "+"))
+
+    __radd__ = __add__
+
+    def __mul__(self, k: int) -> "DerivedDim":
+        k = _int(k, "*")
+        return DerivedDim(self.root, self.scale * k, self.offset * k)
+
+    __rmul__ = __mul__
+
+    @property
+    def name(self) -> str:
+        s = self.root.name if self.scale == 1 else f"{self.scale} * {self.root.name}"
+        return s if self.offset == 0 else f"{s} {'+' if self.offset > 0 else '-'} {abs(self.offset)}"
+
+    def value(self, root_size: int) -> int:
+        return self.scale * root_size + self.offset
+
+
+def _int(v: Any, op: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ExportError(f"pt2rt.Dim: a derived dim is dim {op} int; got {type(v).__name__}")
+    if op == "*" and v <= 0:
+        raise ExportError(f"pt2rt.Dim: a derived dim's scale must be positive, got {v}")
+    return v
+
+
+def _from_torch_dim(d: Any) -> Optional[Any]:
+    """A ``torch.export.Dim`` (torch >= 2.9: ``_Dim`` / ``_DerivedDim`` classes) as ours."""
+    cls = type(d)
+    if not (isinstance(d, type) and cls.__name__ in ("_Dim", "_DerivedDim", "_StaticDim")):
+        return None
+    if cls.__name__ == "_DerivedDim":
+        raise ExportError(f"pt2rt.export: derived torch.export.Dim {d.__name__!r}: use pt2rt.Dim "
+                          "arithmetic (pt2rt.Dim('x') + 1) for derived dims")
+    if cls.__name__ == "_StaticDim":
+        return None
+    hi = d.max
+    hi = None if hi is None or hi >= INT64_MAX or hi == math.inf or str(hi) == "int_oo" else hi
+    return Dim(d.__name__, min=d.min, max=hi)
+
+
+@dataclass
+class InputDims:
+    """The marked dims of one flat user input: dim index -> Dim or DerivedDim."""
+
+    name: str
+    dims: Dict[int, Any]
+
+
+def _as_dim(v: Any, where: str, cache: Dict[int, Dim]) -> Any:
+    if v is None or isinstance(v, (Dim, DerivedDim)):
+        return v
+    if isinstance(v, type):
+        # one pt2rt.Dim per torch.export.Dim object, so reuse still means equality
+        if id(v) not in cache:
+            cache[id(v)] = _from_torch_dim(v)
+        if cache[id(v)] is not None or type(v).__name__ == "_StaticDim":
+            return cache[id(v)]
+    raise ExportTypeError(f"pt2rt.export: dynamic_shapes{where}: expected a pt2rt.Dim (or "
+                          f"torch.export.Dim) or None, got {type(v).__name__} {v!r}")
+
+
+def normalize(spec: Any, names: Sequence[str], inputs: Sequence[torch.Tensor]
+              ) -> Optional[List[InputDims]]:
+    """Checks ``dynamic_shapes`` against the flat user inputs (``names[i]`` is input i's
+    forward() argument name); returns one InputDims per input, or None when nothing is dynamic.
+
+    Raises:
+        ExportTypeError: the spec or an entry has the wrong type.
+        ExportError: unknown argument name, wrong number of entries, dim index out of range,
+            an example size outside its Dim's range, a derived dim whose example size is not
+            its function of the root's, one Dim with two different example sizes, two Dims with
+            the same name.
+    """
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        unknown = [k for k in spec if k not in names]
+        if unknown:
+            raise ExportError(f"pt2rt.export: dynamic_shapes names unknown argument "
+                              f"{unknown[0]!r}; forward() takes {', '.join(names)}")
+        entries = [spec.get(n) for n in names]
+    elif isinstance(spec, (tuple, list)):
+        if len(spec) != len(names):
+            raise ExportError(f"pt2rt.export: dynamic_shapes has {len(spec)} entries but the "
+                              f"model takes {len(names)} inputs ({', '.join(names)})")
+        entries = list(spec)
+    else:
+        raise ExportTypeError(f"pt2rt.export: dynamic_shapes must be a dict keyed by argument "
+                              f"name or a tuple/list in argument order, got {type(spec).__name__}")
+    cache: Dict[int, Dim] = {}
+    result: List[InputDims] = []
+    for name, entry, x in zip(names, entries, inputs):
+        where = f"[{name!r}]"
+        if entry is None:
+            result.append(InputDims(name, {}))
+            continue
+        if isinstance(entry, (tuple, list)):
+            if len(entry) != x.dim():
+                raise ExportError(f"pt2rt.export: dynamic_shapes{where} has {len(entry)} "
+                                  f"entries but input {name!r} has {x.dim()} dims")
+            entry = dict(enumerate(entry))
+        if not isinstance(entry, dict):
+            raise ExportTypeError(f"pt2rt.export: dynamic_shapes{where} must be None, a dict "
+                                  f"{{dim_index: Dim}} or a tuple/list, got {type(entry).__name__}")
+        dims: Dict[int, Any] = {}
+        for k, v in entry.items():
+            if isinstance(k, bool) or not isinstance(k, int):
+                raise ExportTypeError(f"pt2rt.export: dynamic_shapes{where}: dim index {k!r} is "
+                                      "not an int")
+            if not -x.dim() <= k < x.dim():
+                raise ExportError(f"pt2rt.export: dynamic_shapes{where}: dim {k} is out of range "
+                                  f"for input {name!r} of shape {list(x.shape)}")
+            d = _as_dim(v, f"{where}[{k}]", cache)
+            if d is not None:
+                dims[k % x.dim()] = d
+        result.append(InputDims(name, dims))
+    _check_examples(result, inputs)
+    unbounded = sorted({(d.root if isinstance(d, DerivedDim) else d).name
+                        for r in result for d in r.dims.values()
+                        if (d.root if isinstance(d, DerivedDim) else d).max >= INT64_MAX})
+    if unbounded:
+        warnings.warn(f"pt2rt.export: Dim {', '.join(map(repr, unbounded))} has no max: the "
+                      "C++ runtime cannot bound a call's memory and time at load, so it loads "
+                      "the archive only as trusted (LoadOptions::allow_symbolic_shapes, "
+                      "export-cli --trusted); give it a max, e.g. pt2rt.Dim(name, max=1024), "
+                      "to keep the untrusted-archive bounds", stacklevel=4)
+    return result if any(r.dims for r in result) else None
+
+
+def _check_examples(spec: List[InputDims], inputs: Sequence[torch.Tensor]) -> None:
+    by_name: Dict[str, Dim] = {}
+    root_size: Dict[int, Tuple[int, str]] = {}
+
+    def root_of(d: Any) -> Dim:
+        return d.root if isinstance(d, DerivedDim) else d
+
+    for entry, x in zip(spec, inputs):           # roots first: their sizes fix derived ones
+        for k, d in entry.dims.items():
+            where = f"input {entry.name!r} dim {k}"
+            root = root_of(d)
+            other = by_name.setdefault(root.name, root)
+            if other is not root and (other.min, other.max) != (root.min, root.max):
+                raise ExportError(f"pt2rt.export: dynamic_shapes: two different Dims are named "
+                                  f"{root.name!r}")
+            if isinstance(d, Dim):
+                size = int(x.shape[k])
+                if not d.min <= size <= d.max:
+                    raise ExportError(f"pt2rt.export: {where} ({d.name}): the example size "
+                                      f"{size} is outside {d.name}'s range {d.range_text()}")
+                seen = root_size.setdefault(id(d), (size, where))
+                if seen[0] != size:
+                    raise ExportError(f"pt2rt.export: {where} ({d.name}): the example size "
+                                      f"{size} differs from {seen[1]}'s {seen[0]}, which uses the "
+                                      "same Dim (the same Dim means equal sizes)")
+    for entry, x in zip(spec, inputs):
+        for k, d in entry.dims.items():
+            if not isinstance(d, DerivedDim):
+                continue
+            where = f"input {entry.name!r} dim {k}"
+            if id(d.root) not in root_size:
+                raise ExportError(f"pt2rt.export: {where} ({d.name}): the derived dim's root "
+                                  f"{d.root.name!r} marks no input dim")
+            want = d.value(root_size[id(d.root)][0])
+            if int(x.shape[k]) != want:
+                raise ExportError(f"pt2rt.export: {where} ({d.name}): the example size "
+                                  f"{int(x.shape[k])} is not {d.name} = {want}")
+
+
+def parse_cli(items: Sequence[str]) -> Dict[str, Dict[int, Any]]:
+    """``--dynamic`` values of ``python -m pt2rt save`` / ``export-cli save`` -> a
+    ``dynamic_shapes`` dict. Each item is ``ARG:DIM=NAME[MIN,MAX]`` (a new Dim; ``MAX`` may be
+    empty or ``inf`` for unbounded), ``ARG:DIM=NAME`` (a Dim declared by an earlier item: equal
+    sizes) or ``ARG:DIM=NAME+K`` / ``K*NAME`` / ``K*NAME+K2`` (a derived dim), e.g.
+    ``--dynamic x:0=batch[1,512] --dynamic y:0=batch+1``.
+
+    Raises:
+        ExportError: an item that does not parse, or names an undeclared Dim.
+    """
+    import re
+    item_re = re.compile(r"^([A-Za-z_]\w*):(-?\d+)=(.+)$")
+    new_re = re.compile(r"^([A-Za-z_]\w*)\[\s*(\d+)\s*,\s*(\d*|inf)\s*\]$")
+    use_re = re.compile(r"^(?:(\d+)\s*\*\s*)?([A-Za-z_]\w*)\s*(?:([+-])\s*(\d+))?$")
+    dims: Dict[str, Dim] = {}
+    spec: Dict[str, Dict[int, Any]] = {}
+    for item in items:
+        m = item_re.match(item.strip())
+        if not m:
+            raise ExportError(f"--dynamic {item!r}: expected ARG:DIM=NAME[MIN,MAX], e.g. "
+                              "x:0=batch[1,512]")
+        arg, k, rhs = m.group(1), int(m.group(2)), m.group(3).strip()
+        n = new_re.match(rhs)
+        if n:
+            name = n.group(1)
+            if name in dims:
+                raise ExportError(f"--dynamic {item!r}: Dim {name!r} is declared twice")
+            hi = None if n.group(3) in ("", "inf") else int(n.group(3))
+            dims[name] = Dim(name, min=int(n.group(2)), max=hi)
+            d: Any = dims[name]
+        else:
+            u = use_re.match(rhs)
+            if not u or u.group(2) not in dims:
+                raise ExportError(f"--dynamic {item!r}: {rhs!r} is neither NAME[MIN,MAX] nor a "
+                                  "Dim declared by an earlier --dynamic (NAME, NAME+K, K*NAME)")
+            d = dims[u.group(2)]
+            if u.group(1):
+                d = int(u.group(1)) * d
+            if u.group(4):
+                d = d + (int(u.group(4)) if u.group(3) == "+" else -int(u.group(4)))
+        spec.setdefault(arg, {})[k] = d
+    return spec

@@ -1,0 +1,126 @@
+"""Bundled examples: the export's example inputs and eager PyTorch's answers on them.
+
+``eager_example`` computes them with plain eager PyTorch on a copy of the model
+(``eager_run.py``: ``model(*args)``, ``.backward()``; never through the capture's parameter
+substitution, so a capture bug cannot hide in its own references):
+
+* ``outputs``: eval-mode outputs under ``torch.no_grad()`` (what the inference graph gives);
+* ``train_outputs``: training-mode forward outputs;
+* ``grad_outputs``: ``ones_like`` of every differentiable output (floating, requires grad);
+* ``grads``: the ``.grad`` of every trainable parameter (by FQN) and every user input that
+  requires grad (``"input:<i>"``) after backward with those cotangents; unused ones (None) are
+  omitted. Stored in full only with ``full_references=True`` (or for a gradient that cannot be
+  sketched: not real floating); otherwise as ``grad_sketches`` (``grad_sketch.py``, schema
+  1.2), with ``grad_sketch_seed`` = ``grad_sketch.DEFAULT_SEED``;
+* ``buffers``: every buffer's value after the training forward (BatchNorm running stats and
+  num_batches_tracked updated).
+
+Float64 references (schema 1.5, ``float64=True``): for a float32 model the same runs are made
+once more on a float64 copy (parameters, buffers and inputs cast), and each float32 reference
+records how far it is from that: ``TensorData.float64_rmse`` (root-mean-square difference;
+None where not computed) for outputs, training outputs, full gradients and buffers;
+``GradSketch.float64`` (the float64 gradient's sketch) and ``GradSketch.float64_rmse`` for
+sketched gradients. ``verify`` passes a quantity that fails the plain tolerance when the
+runtime's result is about as close to float64 as eager float32 is
+(dynamo's ``same()`` rule with ``fp64_ref``; schema/README.md "The float64 rule"): how kernels
+on another device, or another LibTorch, round is then judged against the rounding eager float32
+itself has. Models with other floating dtypes, or whose float64 copy does not run, get none.
+References are computed with TF32 off (``eager_run._seeded``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..format.serialize import tensor_data
+from ..ir import grad_sketch
+from ..ir.graph_ir import ExportSignature, WeightKind, WeightSpec
+from ..ir.program_ir import Example, ExampleReferences
+from .eager_run import EagerTrainRun, eager_eval_outputs, eager_train_run
+
+
+def eager_example(model: torch.nn.Module, weights: Sequence[WeightSpec], sig: ExportSignature,
+                  user_inputs: Sequence[torch.Tensor], *, train: bool, inference: bool,
+                  name: str = "example0", train_run: Optional[EagerTrainRun] = None,
+                  full_references: bool = False, float64: bool = True) -> Example:
+    """The bundled Example for ``user_inputs``; see the module docstring. ``train_run``: an
+    ``eager_train_run`` already made on these inputs (it is reused, not recomputed)."""
+    refs = ExampleReferences()
+    with torch.random.fork_rng(devices=[]):
+        eval64, run64 = (_float64_runs(model, sig, user_inputs, train=train, inference=inference)
+                         if float64 else (None, None))
+        if inference:
+            outs = eager_eval_outputs(model, sig, user_inputs)
+            refs.outputs = [_reference(o, eval64, i) for i, o in enumerate(outs)]
+        if train:
+            run = train_run or eager_train_run(model, sig, user_inputs)
+            refs.train_outputs = [_reference(o, run64 and run64.outputs, i)
+                                  for i, o in enumerate(run.outputs)]
+            refs.grad_outputs = [tensor_data(torch.ones_like(run.outputs[i])) for i in run.diff]
+            grads = [(w.fqn, run.param_grads.get(w.fqn)) for w in weights
+                     if w.kind is WeightKind.Parameter and w.requires_grad]
+            grads += [(f"input:{i}", g) for i, g in sorted(run.input_grads.items())]
+            grads = [(k, g) for k, g in grads if g is not None]
+            sketched = [] if full_references else [(k, g) for k, g in grads
+                                                   if grad_sketch.sketchable(g)]
+            names = {k for k, _ in sketched}
+            grads64 = _grads(run64) if run64 is not None else {}
+            refs.grads = [(k, _reference(g, grads64, k)) for k, g in grads if k not in names]
+            if sketched:
+                refs.grad_sketch_seed = grad_sketch.DEFAULT_SEED
+                refs.grad_sketches = grad_sketch.compute_all(sketched, refs.grad_sketch_seed)
+                by_name = dict(sketched)
+                for s in refs.grad_sketches:
+                    g64 = grads64.get(s.name)
+                    if g64 is not None and list(g64.shape) == s.sizes:
+                        s.float64 = grad_sketch.compute(s.name, g64, refs.grad_sketch_seed,
+                                                        len(s.projections))
+                        s.float64.dtype = s.dtype
+                        s.float64_rmse = _reference(by_name[s.name], {0: g64}, 0).float64_rmse
+            buffers64 = run64.buffers if run64 is not None else {}
+            refs.buffers = [(w.fqn, _reference(run.buffers[w.fqn], buffers64, w.fqn))
+                            for w in weights if w.kind is WeightKind.Buffer]
+    return Example(name, [tensor_data(x) for x in user_inputs], refs)
+
+
+def _float64_runs(model: torch.nn.Module, sig: ExportSignature,
+                  user_inputs: Sequence[torch.Tensor], *, train: bool, inference: bool
+                  ) -> Tuple[Optional[List[torch.Tensor]], Optional[EagerTrainRun]]:
+    """(eval outputs, training run) of a float64 copy of a float32 model; (None, None) when
+    the model holds another floating dtype or its float64 copy fails to run (module
+    docstring)."""
+    floating = [t for t in list(model.parameters()) + list(model.buffers()) + list(user_inputs)
+                if t.is_floating_point()]
+    if not floating or any(t.dtype != torch.float32 for t in floating):
+        return None, None
+    try:
+        outs = eager_eval_outputs(model, sig, user_inputs, torch.float64) if inference else None
+        run = eager_train_run(model, sig, user_inputs, torch.float64) if train else None
+    except Exception:  # noqa: BLE001 - whatever a float64 copy raises: no float64 references
+        return None, None
+    return outs, run
+
+
+def _grads(run: EagerTrainRun) -> Dict[str, torch.Tensor]:
+    out = {k: g for k, g in run.param_grads.items() if g is not None}
+    out.update({f"input:{i}": g for i, g in run.input_grads.items() if g is not None})
+    return out
+
+
+def _reference(t: torch.Tensor, float64: Optional[object], key: object):
+    """``tensor_data(t)`` with its float64 RMSE when ``float64[key]`` (a list or dict of the
+    float64 run's values) is a floating tensor of ``t``'s shape."""
+    data = tensor_data(t)
+    ref = None
+    if isinstance(float64, dict):
+        ref = float64.get(key)
+    elif isinstance(float64, list) and isinstance(key, int) and key < len(float64):
+        ref = float64[key]
+    if isinstance(ref, torch.Tensor) and t.is_floating_point() and ref.shape == t.shape:
+        diff = t.detach().double().cpu() - ref.detach().double().cpu()
+        rmse = float(diff.pow(2).mean().sqrt()) if diff.numel() else 0.0
+        if math.isfinite(rmse):
+            data.float64_rmse = rmse
+    return data

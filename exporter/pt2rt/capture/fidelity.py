@@ -1,0 +1,122 @@
+"""Checks that refuse an export which would silently train differently from eager PyTorch.
+
+* ``check_no_aliased_constants``: a lifted tensor constant (``Constant`` input) that shares
+  storage with a parameter or buffer means the capture read that weight through a reference it
+  did not substitute (``nn.RNNBase._flat_weights`` before ``model_call.substituted`` swapped
+  them, a user list of parameters, a view kept as an attribute): the graph would use the
+  weight's export-time value forever and never produce its gradient. Always an error.
+* ``check_gradient_paths``: from a plain eager run (``eager_run.eager_train_run``): if the model
+  has trainable parameters but no output requires grad (``forward`` under
+  ``@torch.no_grad()``), or no trainable parameter gets a gradient, eager's
+  ``loss.backward()`` would fail or train nothing, so the export fails; trainable parameters
+  that get no gradient are returned (the caller warns and records them in the archive's
+  metadata, ``params_without_grad``).
+* ``check_tangents``: every output that is differentiable in eager has a ``Tangent`` input in
+  the joint graph; otherwise the backward would silently drop the gradient flowing through it.
+* ``check_output_types``: every user output of the captured forward graph has eager's dtype
+  and shape on the example inputs (a decomposition that changes an output's shape — torch
+  2.11's LSTM final states, ``decompositions.lstm_final_state_fix`` — is refused, not
+  exported).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import torch
+
+from ..errors import CaptureError
+from ..ir.descriptors import InputDescriptor, InputKind, OutputKind
+from ..ir.graph_ir import DescribedGraph, WeightKind, WeightSpec
+from ..passes.annotate import META_KEY
+from .eager_run import EagerTrainRun
+
+
+def _storage_key(t: torch.Tensor):
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return (t.device, storage.data_ptr())
+
+
+def _module_of(model: torch.nn.Module, fqn: str) -> str:
+    path = fqn.rpartition(".")[0]
+    mod = model.get_submodule(path) if path else model
+    return f"{type(mod).__name__} {path!r}" if path else f"{type(mod).__name__} (the root)"
+
+
+def check_no_aliased_constants(model: torch.nn.Module, weights: Sequence[WeightSpec]) -> None:
+    """Raises CaptureError naming the parameter/buffer FQN and its module if a ``Constant``
+    weight shares storage with a parameter or buffer of ``model``."""
+    owners: Dict[tuple, str] = {}
+    for w in weights:
+        if w.kind is not WeightKind.Constant and w.tensor.numel() > 0:
+            owners.setdefault(_storage_key(w.tensor), w.fqn)
+    for w in weights:
+        if w.kind is WeightKind.Constant and w.tensor.numel() > 0:
+            fqn = owners.get(_storage_key(w.tensor))
+            if fqn is not None:
+                kind = next(x.kind.name.lower() for x in weights if x.fqn == fqn)
+                raise CaptureError(
+                    f"pt2rt.export: {kind} {fqn!r} of {_module_of(model, fqn)} was captured "
+                    f"as a constant ({w.fqn}): the model reads it through a reference the "
+                    "capture cannot substitute (a tensor attribute or list aliasing it, or a "
+                    "view of it); the exported graphs would never update it nor compute its "
+                    "gradient. Read the parameter through its module attribute in forward()")
+
+
+def check_gradient_paths(model: torch.nn.Module, run: EagerTrainRun) -> List[str]:
+    """The trainable parameters (FQNs) without a gradient path, see the module docstring.
+
+    Raises:
+        CaptureError: trainable parameters exist but no output requires grad, or none of them
+            gets a gradient.
+    """
+    trainable = list(run.param_grads)
+    if not trainable:
+        return []
+    name = type(model).__name__
+    if not run.diff:
+        raise CaptureError(
+            f"pt2rt.export: no output of {name}.forward() requires grad although "
+            f"{len(trainable)} parameters are trainable (is forward() decorated with "
+            "@torch.no_grad() or run under torch.no_grad()/inference_mode, or are the outputs "
+            "detached?); eager's loss.backward() would raise 'element 0 of tensors does not "
+            "require grad'. Export with train=False for inference only")
+    unused = [fqn for fqn, g in run.param_grads.items() if g is None]
+    if len(unused) == len(trainable):
+        raise CaptureError(
+            f"pt2rt.export: no trainable parameter of {name} has a gradient path to the "
+            f"outputs ({', '.join(unused)}); training would change nothing. Export with "
+            "train=False, or freeze them (requires_grad_(False))")
+    return unused
+
+
+def check_tangents(model: torch.nn.Module, run: EagerTrainRun,
+                   joint_inputs: Sequence[InputDescriptor]) -> None:
+    """Raises CaptureError naming the outputs that require grad in eager but have no
+    ``Tangent`` in the captured joint graph."""
+    tangents = {d.output.idx for d in joint_inputs if d.kind is InputKind.Tangent}
+    missing = [i for i in run.diff if i not in tangents]
+    if missing:
+        raise CaptureError(
+            f"pt2rt.export: forward() outputs {missing} of {type(model).__name__} require grad "
+            "in eager PyTorch but the captured backward takes no cotangent for them (the "
+            "capture treated them as aliases); their gradient contribution would be lost")
+
+
+def check_output_types(model: torch.nn.Module, run: EagerTrainRun,
+                       forward: DescribedGraph) -> None:
+    """Raises CaptureError naming the first user output whose dtype or shape in the captured
+    forward graph (as run on the example inputs, ``annotate.py``) differs from eager's."""
+    for node, d in zip(forward.output_values(), forward.outputs):
+        if d.kind is not OutputKind.Plain or node is None or d.idx >= len(run.outputs):
+            continue
+        info = node.meta.get(META_KEY)
+        want = run.outputs[d.idx]
+        if info is None or not hasattr(info, "sizes"):
+            continue
+        if tuple(info.sizes) != tuple(want.shape) or info.dtype != want.dtype:
+            raise CaptureError(
+                f"pt2rt.export: forward() output {d.idx} of {type(model).__name__} is "
+                f"{want.dtype} {list(want.shape)} in eager PyTorch but {info.dtype} "
+                f"{list(info.sizes)} in the captured graph (torch {torch.__version__}): a "
+                "decomposition changed the computation; the archive would not reproduce the "
+                "model")

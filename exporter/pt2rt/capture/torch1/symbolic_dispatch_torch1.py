@@ -1,0 +1,136 @@
+"""Dispatcher-level patches pt2rt applies to torch 1.13 for the duration of a dynamic-shape
+capture (``dispatch_patches``, entered by ``symbolic_rules_torch1.symbolic_rules``; everything is
+restored afterwards, the user's torch is left as it was).
+
+They act below the Python function level, so they also apply inside torch functions that run
+their body with ``__torch_function__`` modes popped (``F.multi_head_attention_forward``):
+
+* Python kernels (``OpOverload.py_kernels``, what ``enable_python_dispatcher`` calls):
+  - Meta: ``select.int``, ``unbind.int``, ``split.Tensor`` — functionalization computes a view
+    op's metadata by running it on meta copies of the tensors, with the op's Meta kernel;
+    torch 1.13's read concrete sizes (``select``: C++; ``unbind``: ``torch._refs.unbind`` via
+    ``tensor_split``; ``split``: its decomposition via ``narrow``); pt2rt's meta rules instead;
+  - CompositeImplicitAutograd: ``chunk`` — ATen's ``chunk`` (TensorShape.cpp) is
+    ``split(ceil(size / chunks), dim)``: ``symbolic_meta_torch1.chunk_as_split`` (refused over
+    a symbolic dim); ``dropout`` (e.g. on the attention weights) — ATen's ``_dropout_impl``
+    reads ``numel()``: ``symbolic_meta_torch1.aten_dropout``;
+* ``PySymInt.__bool__``: ``bool(n)`` of a size as the guard ``n != 0`` — torch 1.13 evaluates
+  ``n`` itself, recording the guard "n == its traced value" (``torch._refs``' reductions check
+  ``all(a.shape[i] for i in dims)``, e.g. in softmax's ``amax``), which would fix the Dim;
+* ``SymIntNode.__float__``: ``float(n)`` of a SymInt whose value is a constant (a static size
+  that went through symbolic arithmetic, e.g. ``q.shape[2]`` after a view with a symbolic size
+  in ``multi_head_attention_forward``'s ``math.sqrt(E)``) is that constant; a size depending on
+  a Dim stays a TypeError (refused, never fixed to its traced value).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+import torch
+
+from .symbolic_meta_torch1 import aten_dropout, chunk_as_split, meta_select, meta_split, meta_unbind
+
+aten = torch.ops.aten
+
+
+def dispatch_patches() -> contextlib.ExitStack:
+    """The patches of the module docstring, as one context."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(_meta_kernels())
+    stack.enter_context(_constant_float())
+    stack.enter_context(_truthiness())
+    return stack
+
+
+@contextlib.contextmanager
+def _truthiness() -> Iterator[None]:
+    """``PySymInt.__bool__`` of a size: the guard ``n != 0`` (module docstring)."""
+    from torch.fx.experimental.symbolic_shapes import PySymInt
+    import sympy
+    old = PySymInt.__bool__
+
+    def nonzero(self: Any) -> bool:
+        expr = self.shape_env.replace(self.expr)
+        if not isinstance(expr, (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanAtom,
+                                 sympy.logic.boolalg.BooleanFunction)):   # a size
+            expr = sympy.Ne(expr, 0)
+        return bool(self.shape_env.evaluate_expr(expr))
+
+    PySymInt.__bool__ = nonzero
+    try:
+        yield
+    finally:
+        PySymInt.__bool__ = old
+
+
+@contextlib.contextmanager
+def _constant_float() -> Iterator[None]:
+    """``SymIntNode.__float__``: a constant's value, else TypeError (module docstring)."""
+    cls = torch.SymIntNode
+    had, old = "__float__" in vars(cls), vars(cls).get("__float__")
+
+    def constant_float(node: Any) -> float:
+        py = node.get_pyobj()
+        expr = py.shape_env.replace(py.expr)
+        if not getattr(expr, "is_Integer", False):
+            raise TypeError(f"must be real number, not a symbolic size ({expr})")
+        return float(int(expr))
+
+    cls.__float__ = constant_float
+    try:
+        yield
+    finally:
+        if had:
+            cls.__float__ = old
+        else:
+            del cls.__float__
+
+
+def _meta_kernels() -> contextlib.ExitStack:
+    """The Python kernels of the module docstring."""
+    stack = contextlib.ExitStack()
+    for op, fn in ((aten.select.int, meta_select), (aten.unbind.int, meta_unbind),
+                   (aten.split.Tensor, meta_split)):
+        stack.enter_context(_py_kernel(op, torch._C.DispatchKey.Meta, fn))
+    implicit = torch._C.DispatchKey.CompositeImplicitAutograd
+    stack.enter_context(_py_kernel(aten.chunk.default, implicit, _chunk_kernel))
+    stack.enter_context(_py_kernel(aten.dropout.default, implicit, _dropout_kernel))
+    return stack
+
+
+@contextlib.contextmanager
+def _py_kernel(op: Any, key: Any, fn: Callable) -> Iterator[None]:
+    had, old = key in op.py_kernels, op.py_kernels.get(key)
+    op.py_kernels[key] = fn
+    _forget_dispatch_cache(op)
+    try:
+        yield
+    finally:
+        if had:
+            op.py_kernels[key] = old
+        else:
+            op.py_kernels.pop(key, None)
+        _forget_dispatch_cache(op)
+
+
+def _forget_dispatch_cache(op: Any) -> None:
+    # OpOverload.__getattr__ caches the Python dispatcher's kernel per dispatch key name
+    for name in [n for n in vars(op) if n[:1].isupper()]:
+        delattr(op, name)
+
+
+def _chunk_kernel(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
+    """``aten.chunk``'s CompositeImplicitAutograd kernel while a capture traces."""
+    out = chunk_as_split(x, chunks, dim)
+    if out is NotImplemented:
+        raise RuntimeError("Cannot call sizes() on tensor with symbolic sizes/strides: chunk "
+                           "over a symbolic dim (its number of pieces would depend on the size)")
+    return out
+
+
+def _dropout_kernel(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+    """``aten.dropout``'s CompositeImplicitAutograd kernel while a capture traces: ATen's
+    ``_dropout_impl`` on CPU (``symbolic_meta_torch1.aten_dropout``; the C++ one reads
+    ``numel()``)."""
+    return aten_dropout(input, p, train)

@@ -1,0 +1,325 @@
+"""Symbolic-shape rules pt2rt adds to torch 1.13 for the duration of a dynamic-shape capture.
+
+torch 1.13's ``FakeTensorMode`` runs an op on tensors with symbolic sizes only through a Python
+meta function (``torch._meta_registrations.meta_table``), a Python decomposition
+(``torch._decomp.decomposition_table``) or the op's CompositeImplicitAutograd decomposition
+(torch/_subclasses/fake_tensor.py); C++ meta kernels would read concrete sizes and raise
+("couldn't find symbolic meta function/decomposition", "Cannot call sizes() on tensor with
+symbolic sizes"). ``symbolic_rules_torch1.symbolic_rules()`` adds the rules the common models
+need (``meta_rules()``) to
+``meta_table`` while a capture traces and removes them afterwards (the user's torch is left as
+it was). Each rule computes only the output's metadata (shape, dtype) with symbolic-friendly
+tensor factories; the graph keeps the original ATen op, so the runtime runs ATen's kernel.
+
+Rules (the op -> its output shapes, as ATen's kernels compute them):
+
+* ``aten.lerp.Scalar`` (BatchNorm running statistics, ``decompositions.py``): broadcast shape.
+* ``aten.convolution_backward``: grad_input like input, grad_weight like weight, grad_bias
+  ``[out_channels]`` (aten/src/ATen/native/Convolution.cpp).
+* ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
+  ``aten._adaptive_avg_pool2d_backward``: like the forward's input.
+* ``aten.native_batch_norm_backward``: like input, weight, weight.
+* ``aten.bernoulli_.float``, ``aten.div_.Tensor``, ``aten.mul_.Tensor`` (dropout's mask):
+  in place, ``self`` (an in-place op's result has its self's shape).
+* ``aten.select.int``: ``self`` without ``dim``, a view (a negative index counts from the
+  end; the graph keeps it as given and ATen's kernel wraps it at run time, so a dynamic dim is
+  never fixed to its traced size) (aten/src/ATen/native/TensorShape.cpp).
+* ``aten.split.Tensor``, ``aten.unsafe_split.Tensor``, ``aten.unbind.int`` over a static dim:
+  the pieces as views (TensorShape.cpp); over a symbolic dim refused (the number of results
+  would depend on the size: a dynamic LSTM sequence length stops at ``aten.unbind.int``).
+* ``aten.slice_backward``, ``aten.select_backward``: a new tensor of the input's sizes.
+* ``aten.upsample_bilinear2d.vec``, ``aten.upsample_nearest2d.vec`` (``F.interpolate``, the
+  segmentation heads): ``[N, C, *output_size]`` (or the spatial sizes times the scale
+  factors); their ``_backward.vec``: the input's sizes (UpSample.cpp).
+
+Functions whose C++ implementation reads concrete sizes run, while a capture traces, as
+equivalent Python (``symbolic_rules_torch1.SymbolicFunctions``, a ``TorchFunctionMode``, with
+the functions below):
+
+* ``F.dropout``: ATen's ``_dropout_impl`` (aten/src/ATen/native/Dropout.cpp) — the mask is
+  ``empty_like(x).bernoulli_(1 - p)`` divided by ``1 - p`` and the result ``x * mask`` — the
+  same values and RNG draws as the static capture; identity when not training or p == 0;
+* ``F.linear`` on inputs of >= 3 dims: ATen's ``linear`` / ``matmul`` fold (``aten_linear``);
+* ``Tensor.__getitem__`` with basic indices (slices with int bounds, ``None``, ``...``, ints):
+  ``aten.slice.Tensor`` / ``unsqueeze`` / ``select.int`` (ints, on static and dynamic dims,
+  negative ones kept as given), as ``applySelect``/``applySlicing``
+  (torch/csrc/autograd/python_variable_indexing.cpp) compute them;
+* ``Tensor.chunk`` / ``torch.chunk``: ATen's ``chunk`` = ``split(ceil(size / chunks), dim)``
+  over a static dim (``chunk_as_split``); ``Tensor.unbind`` / ``torch.unbind`` over a static
+  dim;
+* ``torch.lstm`` (``nn.LSTM``): ``symbolic_rnn_torch1.lstm``, ATen's RNN.cpp CPU path.
+
+When autograd records, ``select``, ``split``, ``unbind`` and ``cat`` of those go through
+``symbolic_autograd_torch1`` (torch 1.13's autograd nodes for them read concrete sizes).
+``symbolic_dispatch_torch1.dispatch_patches`` adds what acts below the function level (Meta
+and CompositeImplicitAutograd Python kernels, e.g. ``chunk`` and ``dropout`` inside
+``F.multi_head_attention_forward``; SymInt truthiness and ``float``).
+
+An op still without a rule fails the export: ``no_symbolic_rule`` turns torch's error into an
+``ExportError`` naming the op and saying that static shapes still work.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+import torch
+
+from ...errors import ExportError
+from . import symbolic_autograd_torch1 as autograd_ops
+
+aten = torch.ops.aten
+
+
+def _lerp_scalar(self, end, weight):
+    shape = torch.broadcast_shapes(self.shape, end.shape)
+    return self.new_empty(shape)
+
+
+def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                          transposed, output_padding, groups, output_mask):
+    grad_input = input.new_empty(input.shape) if output_mask[0] else None
+    grad_weight = weight.new_empty(weight.shape) if output_mask[1] else None
+    grad_bias = grad_output.new_empty((grad_output.shape[1],)) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
+def _like_self(grad_output, self, *args, **kwargs):
+    return self.new_empty(self.shape)
+
+
+def _scatter_backward(grad_output, input_sizes, *args):
+    # slice_backward / select_backward (torch's decompositions go through slice_scatter /
+    # select_scatter, without symbolic meta): a new tensor of the input's sizes
+    return grad_output.new_empty(input_sizes)
+
+
+def _upsample_vec(input, output_size, *args):
+    """``upsample_{nearest,bilinear}2d.vec(input, output_size, [align_corners,] scale_factors)``
+    (UpSample.cpp ``compute_output_size``): [N, C, *output_size], or each spatial size times
+    its scale factor, floored."""
+    scales = args[-1]
+    spatial = input.shape[2:]
+    if output_size is not None:
+        sizes = list(output_size)
+    elif scales is not None:
+        sizes = [int(s * f) if isinstance(s, int) else s * f for s, f in zip(spatial, scales)]
+        if not all(isinstance(x, int) for x in sizes):
+            return NotImplemented
+    else:
+        return NotImplemented
+    return input.new_empty(list(input.shape[:2]) + sizes)
+
+
+def _upsample_vec_backward(grad_output, output_size, input_size, *args):
+    """``upsample_*2d_backward.vec``: a gradient of the input's sizes."""
+    return grad_output.new_empty(list(input_size))
+
+
+def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                                save_invstd, train, eps, output_mask):
+    channels = input.shape[1]
+    return (input.new_empty(input.shape) if output_mask[0] else None,
+            input.new_empty((channels,)) if output_mask[1] else None,
+            input.new_empty((channels,)) if output_mask[2] else None)
+
+
+def _in_place(self, *args, **kwargs):
+    return self
+
+
+def meta_select(self, dim, index):
+    """``aten.select.int``: a view without ``dim`` (aten/src/ATen/native/TensorShape.cpp
+    ``select``: a negative index counts from the end, wrapped by the kernel at run time, so the
+    graph keeps the index as given)."""
+    dim = dim % self.dim()
+    size = self.shape[dim]
+    if isinstance(size, int) and not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(self.shape)} at dimension {dim}")
+    start = index + size if index < 0 else index
+    sizes, strides = list(self.shape), list(self.stride())
+    offset = self.storage_offset() + start * strides[dim]
+    del sizes[dim], strides[dim]
+    return self.as_strided(sizes, strides, offset)
+
+
+def _static_size(self, dim, op):
+    dim = dim % self.dim()
+    size = self.shape[dim]
+    if not isinstance(size, int):
+        # the marker no_symbolic_rule recognises: the op is refused by name
+        raise RuntimeError(f"Cannot call sizes() on tensor with symbolic sizes/strides: {op} "
+                           f"over the symbolic dim {dim} (its number of results would depend "
+                           "on the size)")
+    return dim, size
+
+
+def meta_unbind(self, dim=0):
+    """``aten.unbind.int`` over a static dim: ``select(dim, i)`` for each i (TensorShape.cpp);
+    refused over a symbolic dim."""
+    dim, size = _static_size(self, dim, "unbind")
+    return [meta_select(self, dim, i) for i in range(size)]
+
+
+def meta_split(self, split_size, dim=0):
+    """``aten.split.Tensor`` / ``unsafe_split.Tensor`` over a static dim: views of ``split_size``
+    (the last one shorter) along ``dim`` (TensorShape.cpp ``split``); refused over a symbolic
+    dim."""
+    dim, size = _static_size(self, dim, "split")
+    strides = list(self.stride())
+    pieces = []
+    for start in range(0, size, split_size):
+        sizes = list(self.shape)
+        sizes[dim] = min(split_size, size - start)
+        pieces.append(self.as_strided(sizes, strides,
+                                      self.storage_offset() + start * strides[dim]))
+    return pieces
+
+
+def meta_rules() -> Dict[Any, Callable]:
+    return {
+        aten.bernoulli_.float: _in_place,
+        aten.div_.Tensor: _in_place,
+        aten.mul_.Tensor: _in_place,
+        aten.lerp.Scalar: _lerp_scalar,
+        aten.convolution_backward.default: _convolution_backward,
+        aten.max_pool2d_with_indices_backward.default: _like_self,
+        aten.avg_pool2d_backward.default: _like_self,
+        aten._adaptive_avg_pool2d_backward.default: _like_self,
+        aten.native_batch_norm_backward.default: _native_batch_norm_backward,
+        aten.select.int: meta_select,
+        aten.unsafe_split.Tensor: meta_split,
+        aten.split.Tensor: meta_split,
+        aten.unbind.int: meta_unbind,
+        aten.slice_backward.default: _scatter_backward,
+        aten.select_backward.default: _scatter_backward,
+        aten.upsample_bilinear2d.vec: _upsample_vec,
+        aten.upsample_nearest2d.vec: _upsample_vec,
+        aten.upsample_bilinear2d_backward.vec: _upsample_vec_backward,
+        aten.upsample_nearest2d_backward.vec: _upsample_vec_backward,
+    }
+
+
+INT64_MAX = 2 ** 63 - 1
+
+
+def aten_dropout(input, p=0.5, training=True, inplace=False):
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input.mul_(0) if inplace else input * 0
+    mask = torch.empty_like(input).bernoulli_(1 - p) / (1 - p)  # div_ in ATen: same values
+    return input.mul_(mask) if inplace else input * mask
+
+
+def basic_getitem(x: torch.Tensor, index: Any) -> Any:
+    """``x[index]`` for basic indices, or NotImplemented (then torch's own runs)."""
+    idx = index if isinstance(index, tuple) else (index,)
+
+    def plain_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    for i in idx:
+        if isinstance(i, slice):
+            if not all(v is None or plain_int(v) for v in (i.start, i.stop, i.step)) \
+                    or (i.step is not None and i.step <= 0):
+                return NotImplemented
+        elif not (i is None or i is Ellipsis or plain_int(i)):
+            return NotImplemented
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        return NotImplemented
+    used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if used > x.dim():
+        return NotImplemented
+    if Ellipsis in idx:
+        k = idx.index(Ellipsis)
+        idx = idx[:k] + (slice(None),) * (x.dim() - used) + idx[k + 1:]
+    out, d = x, 0
+    for i in idx:
+        if i is None:
+            out = out.unsqueeze(d)
+            d += 1
+        elif isinstance(i, slice):
+            if i != slice(None):
+                out = aten.slice.Tensor(out, d, i.start, INT64_MAX if i.stop is None else i.stop,
+                                        1 if i.step is None else i.step)
+            d += 1
+        else:
+            size = out.shape[d]
+            if isinstance(size, int) and not -size <= i < size:
+                return NotImplemented     # out of range: torch's own IndexError
+            # applySelect: the index as given (negative too: aten::select wraps it at run
+            # time, so a dynamic dim is not fixed to the traced size)
+            out = autograd_ops.select(out, d, i)
+    return out
+
+
+def unbind_function(x: torch.Tensor, dim: int = 0) -> Any:
+    """``unbind`` over a static dim (``symbolic_autograd_torch1.unbind``); NotImplemented over a
+    symbolic one (torch's own fails the export naming ``aten.unbind.int``)."""
+    if not isinstance(x.shape[dim], int):
+        return NotImplemented
+    return tuple(autograd_ops.unbind(x, dim))
+
+
+def chunk_as_split(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
+    """ATen's ``chunk`` (aten/src/ATen/native/TensorShape.cpp): ``split(ceil(size / chunks),
+    dim)`` on a static dim; NotImplemented on a symbolic one (its number of pieces would depend
+    on the size: torch's own fails the export naming ``chunk``)."""
+    size = x.shape[dim]
+    if not isinstance(size, int) or size == 0 or chunks <= 0:
+        return NotImplemented
+    return tuple(autograd_ops.split(x, (size + chunks - 1) // chunks, dim))
+
+
+def aten_linear(input, weight, bias=None):
+    """ATen's ``linear`` (aten/src/ATen/native/Linear.cpp) for inputs of >= 3 dims: contiguous
+    3-D with bias -> ``addmm`` on the [s0 * s1, s2] view; otherwise ``matmul``'s fold
+    (``reshape(prod(leading sizes), in).mm(weight.t())``, ``_unsafe_view`` back) then
+    ``+ bias``."""
+    if input.dim() == 3 and bias is not None and input.is_contiguous():
+        s0, s1, s2 = input.shape
+        out = torch.addmm(bias, input.view(s0 * s1, s2), weight.t())
+        return out.view(s0, s1, out.shape[1])
+    lead = list(input.shape[:-1])
+    folded = 1
+    for s in lead:   # matmul folds with the product of the sizes, not -1
+        folded = folded * s
+    out = input.reshape(folded, input.shape[-1]).mm(weight.t())
+    out = aten._unsafe_view.default(out, lead + [weight.shape[0]])
+    return out if bias is None else out + bias
+
+
+def _failing_op(e: BaseException) -> Optional[str]:
+    """The ATen op being dispatched when ``e`` was raised (innermost frame with an OpOverload
+    ``func``), else the torch function being called (innermost ``__torch_function__``'s
+    ``func``, e.g. ``Tensor.__getitem__``), if any."""
+    tb, op, fn = e.__traceback__, None, None
+    while tb is not None:
+        func = tb.tb_frame.f_locals.get("func")
+        if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            op = str(func)
+        elif tb.tb_frame.f_code.co_name == "__torch_function__" and callable(func):
+            name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+            fn = name.replace("_TensorBase.", "Tensor.").replace("_VariableFunctionsClass.",
+                                                                 "torch.")
+        tb = tb.tb_next
+    return op or fn
+
+
+_MARKERS = ("couldn't find symbolic meta function", "on tensor with symbolic sizes",
+            "Cannot call sizes()", "Cannot call strides()", "Cannot call numel()",
+            "Trying to extract a concrete int out of a symbolic int", "SymIntNode")
+
+
+def no_symbolic_rule(e: BaseException, model: torch.nn.Module, what: str) -> None:
+    """Raises an ExportError naming the op if ``e`` is torch's "no symbolic rule" error of a
+    symbolic trace; returns otherwise."""
+    text = str(e)
+    if not any(m in text for m in _MARKERS):
+        return
+    name = _failing_op(e) or "an operator"
+    raise ExportError(f"pt2rt.export: dynamic_shapes: {name} has no symbolic-shape rule on "
+                      f"torch {torch.__version__} (tracing {type(model).__name__}, {what}: "
+                      f"{text.splitlines()[0] if text else type(e).__name__}); the model can "
+                      "still be exported with static shapes (dynamic_shapes=None)") from e

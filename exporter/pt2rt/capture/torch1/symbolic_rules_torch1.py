@@ -1,0 +1,64 @@
+"""The symbolic-shape capture of torch 1.13, put together: ``symbolic_rules()`` enters, for the
+duration of a dynamic-shape trace, pt2rt's meta rules (``symbolic_meta_torch1.meta_rules``,
+added to ``torch._meta_registrations.meta_table`` without overriding torch's own), the dispatcher
+patches (``symbolic_dispatch_torch1.dispatch_patches``) and ``SymbolicFunctions``, which runs
+the torch functions whose C++ implementation reads concrete sizes as the symbolic-friendly
+Python of ``symbolic_meta_torch1`` and ``symbolic_rnn_torch1`` (see their docstrings).
+
+It is the only module that imports all three, so they do not import each other in a circle.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+from .symbolic_autograd_torch1 import cat as recorded_cat
+from .symbolic_dispatch_torch1 import dispatch_patches
+from .symbolic_meta_torch1 import (aten_dropout, aten_linear, basic_getitem, chunk_as_split,
+                                   meta_rules, unbind_function)
+from .symbolic_rnn_torch1 import lstm
+
+
+class SymbolicFunctions(torch.overrides.TorchFunctionMode):
+    """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__``, ``chunk``, ``unbind``,
+    ``torch.lstm`` and ``torch.cat`` (recorded by autograd: ``symbolic_autograd_torch1.cat``) as
+    symbolic-friendly Python (see the module docstring)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.dropout:
+            return aten_dropout(*args, **kwargs)
+        if func is torch.nn.functional.linear and args and args[0].dim() >= 3:
+            return aten_linear(*args, **kwargs)
+        out = NotImplemented
+        if func is torch.Tensor.__getitem__ and len(args) == 2 and not kwargs:
+            out = basic_getitem(*args)
+        elif func in (torch.Tensor.chunk, torch.chunk):
+            out = chunk_as_split(*args, **kwargs)
+        elif func in (torch.Tensor.unbind, torch.unbind):
+            out = unbind_function(*args, **kwargs)
+        elif func is torch.lstm:
+            out = lstm(*args, **kwargs)
+        elif func is torch.cat and args and isinstance(args[0], (list, tuple)) \
+                and "out" not in kwargs and all(isinstance(t, torch.Tensor) for t in args[0]):
+            out = recorded_cat(list(args[0]), *args[1:], **kwargs)
+        return func(*args, **kwargs) if out is NotImplemented else out
+
+
+@contextlib.contextmanager
+def symbolic_rules() -> Iterator[None]:
+    """Adds pt2rt's rules to ``torch._meta_registrations.meta_table`` (not overriding torch's
+    own), ``symbolic_dispatch_torch1.dispatch_patches`` and ``SymbolicFunctions`` for the
+    duration of the ``with`` block."""
+    from torch._meta_registrations import meta_table
+    added = {op: fn for op, fn in meta_rules().items() if op not in meta_table}
+    meta_table.update(added)
+    try:
+        with dispatch_patches(), SymbolicFunctions():
+            yield
+    finally:
+        for op in added:
+            if meta_table.get(op) is added[op]:
+                del meta_table[op]

@@ -1,0 +1,152 @@
+"""``pt2rt.load(path).module()``: an archive back as a ``torch.nn.Module``, as torch.export's
+``ExportedProgram.module()`` gives one — for checking an archive in Python, or using it where a
+module is expected.
+
+``ArchiveModule``:
+
+* holds the archive's weights as its own parameters and buffers, at their original FQNs
+  (submodules made along the dotted paths), so ``state_dict()`` has the exported model's keys
+  and ``load_state_dict`` / optimizers work on it; constants are non-persistent buffers;
+* ``forward(*args, **kwargs)`` takes the inputs like the original ``forward`` (positional
+  and/or by keyword, checked against the signature: ``pt2rt.InputError``) and returns the
+  outputs in the original structure, rebuilt from ``Program.output_names``: ``['key']`` a dict,
+  ``[i]`` a tuple, ``.field`` a ``types.SimpleNamespace`` (the pytree node's own class is not
+  stored), ``output`` the lone tensor;
+* ``eval()`` (the starting mode when the archive has an inference graph) runs the inference
+  graph; ``train()`` runs the forward graph as one
+  ``torch.autograd.Function`` whose backward is the archive's backward graph (what the C++
+  runtime does, ``runtime/exec/autograd_function.h``), and copies the new BatchNorm statistics
+  (``InputMutation`` outputs) into the buffers. Graphs run on the reference executor
+  (``executor.py``): the CPU, meant for checks, not speed.
+"""
+from __future__ import annotations
+
+import re
+import types
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..ir.descriptors import InputKind, OutputKind
+from ..ir.graph_ir import GraphRole, WeightKind
+
+_TOKEN = re.compile(r"\[(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|(-?\d+))\]|\.([A-Za-z_]\w*)")
+
+
+def _path(name: str) -> List[Tuple[str, Any]]:
+    """keystr spelling -> [("key", k) | ("idx", i) | ("attr", a)]; [] for "output"."""
+    if name == "output":
+        return []
+    out, pos = [], 0
+    for m in _TOKEN.finditer(name):
+        if m.start() != pos:
+            raise ValueError(f"pt2rt: output name {name!r} is not a pytree path")
+        pos = m.end()
+        key = m.group(1) if m.group(1) is not None else m.group(2)
+        if key is not None:
+            out.append(("key", key))
+        elif m.group(3) is not None:
+            out.append(("idx", int(m.group(3))))
+        else:
+            out.append(("attr", m.group(4)))
+    if pos != len(name):
+        raise ValueError(f"pt2rt: output name {name!r} is not a pytree path")
+    return out
+
+
+def unflatten(values: Sequence[Any], names: Sequence[str]) -> Any:
+    """The outputs ``values`` in the structure their names (``Program.output_names``) spell."""
+    paths = [_path(n) for n in names]
+    if len(values) == 1 and not paths[0]:
+        return values[0]
+
+    def build(entries: List[Tuple[List[Tuple[str, Any]], Any]]) -> Any:
+        if len(entries) == 1 and not entries[0][0]:
+            return entries[0][1]
+        kind = entries[0][0][0][0]
+        groups: Dict[Any, List] = {}
+        for path, v in entries:
+            groups.setdefault(path[0][1], []).append((path[1:], v))
+        children = {k: build(g) for k, g in groups.items()}
+        if kind == "idx":
+            return tuple(children[i] for i in sorted(children))
+        if kind == "attr":
+            return types.SimpleNamespace(**children)
+        return children
+    return build(list(zip(paths, values)))
+
+
+class _TrainingCall(torch.autograd.Function):
+    """The forward graph as one autograd node; its backward runs the backward graph."""
+
+    @staticmethod
+    def forward(ctx, module: "ArchiveModule", n_inputs: int, *tensors: torch.Tensor):
+        archive = module.archive
+        inputs = list(tensors[:n_inputs])
+        fwd = archive.run_forward(*inputs)
+        with torch.no_grad():
+            for fqn, t in fwd.mutations.items():
+                module.get_buffer(fqn).copy_(t)
+        ctx.archive, ctx.n_inputs = archive, n_inputs
+        ctx.saved_map, ctx.outputs = fwd.saved, fwd.outputs
+        ctx.trainable = module.trainable_fqns()
+        outs = tuple(o if o is not None else torch.empty(0) for o in fwd.outputs)
+        ctx.mark_non_differentiable(*[o for o in outs if not o.is_floating_point()])
+        return outs
+
+    @staticmethod
+    def backward(ctx, *grad_outputs: torch.Tensor):
+        grads = ctx.archive.run_backward(ctx.saved_map, list(grad_outputs), ctx.outputs)
+        return (None, None, *[grads.get(f"input:{i}") for i in range(ctx.n_inputs)],
+                *[grads.get(fqn) for fqn in ctx.trainable])
+
+
+class ArchiveModule(torch.nn.Module):
+    """See the module docstring. ``archive``: a ``reader.LoadedArchive`` (this module then
+    owns its weight tensors)."""
+
+    def __init__(self, archive: Any):
+        super().__init__()
+        self.archive = archive
+        for w in archive.program.weights:
+            owner, _, name = w.fqn.rpartition(".")
+            parent = self._submodule(owner)
+            t = archive.weights[w.fqn]
+            if w.kind is WeightKind.Parameter:
+                p = torch.nn.Parameter(t.detach(), requires_grad=w.requires_grad)
+                parent.register_parameter(name, p)
+                archive.weights[w.fqn] = p
+            else:
+                parent.register_buffer(name, t.detach(),
+                                       persistent=w.kind is WeightKind.Buffer and w.persistent)
+                archive.weights[w.fqn] = parent.get_buffer(name)
+        self.training = archive.graph(GraphRole.Inference) is None
+
+    def _submodule(self, path: str) -> torch.nn.Module:
+        mod: torch.nn.Module = self
+        for part in path.split(".") if path else []:
+            if not hasattr(mod, part):
+                mod.add_module(part, torch.nn.Module())
+            mod = getattr(mod, part)
+        return mod
+
+    def trainable_fqns(self) -> List[str]:
+        return [w.fqn for w in self.archive.program.weights
+                if w.kind is WeightKind.Parameter and w.requires_grad]
+
+    def forward(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> Any:
+        archive = self.archive
+        names = archive.program.output_names or [f"[{i}]" for i in
+                                                 range(len(archive.signature.outputs))]
+        if not self.training:
+            if archive.graph(GraphRole.Inference) is None:
+                raise RuntimeError("pt2rt: this archive has no inference graph (exported with "
+                                   "inference=False); call .train() to run its forward graph")
+            return unflatten(archive.run_inference(*args, **kwargs), names)
+        if archive.graph(GraphRole.Forward) is None:
+            raise RuntimeError("pt2rt: this archive has no training graphs (exported with "
+                               "train=False); call .eval()")
+        inputs = archive.user_inputs(args, kwargs)
+        params = [self.get_parameter(fqn) for fqn in self.trainable_fqns()]
+        outs = _TrainingCall.apply(self, len(inputs), *inputs, *params)
+        return unflatten(list(outs), names)

@@ -1,0 +1,3 @@
+"""pt2rt's own operators (``pt2rt::lstm``, ``gru``, ``rnn_*``), the ATen decompositions and
+traceable op forms the captures apply, and which ops are device-dependent. May import ``ir``.
+"""

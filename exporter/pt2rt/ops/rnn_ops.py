@@ -1,0 +1,451 @@
+"""pt2rt's recurrent operators: ``pt2rt::lstm`` and ``pt2rt::lstm_backward``, an nn.LSTM kept as
+ONE node of a graph, so that its sequence length can be dynamic; ``pt2rt::gru``,
+``pt2rt::rnn_tanh``, ``pt2rt::rnn_relu`` and their ``*_backward`` do the same for nn.GRU and
+nn.RNN (one hidden state: ``hx`` a Tensor; ``single_state``), on any symbolic size.
+
+Why: ATen's ``lstm`` is CompositeImplicitAutograd — it loops over the time steps in C++, and
+both captures (torch 2's ``aot_export_joint_with_descriptors``, torch 1.13's ``make_fx``) record
+the unrolled cells, which specialises the sequence length. When a dynamic-shape capture reaches
+``torch.lstm`` (``_VF.lstm``, what ``nn.LSTM.forward`` calls) with a *symbolic* time dim,
+``sequence_ops()`` runs it as ``pt2rt::lstm`` instead, differentiated by
+``pt2rt::lstm_backward``: on torch 2 through an ``autograd.Function``; on torch 1.13, whose
+``autograd.Function`` cannot return symbolic sizes, as a *cut* that the joint capture
+differentiates with ``grad`` (see ``lstm``). Static captures and dynamic ones whose time dim is static
+are untouched (the unrolled ATen graph, as before).
+
+Schemas (identical in the C++ runtime, runtime/kernels/native_ops.cpp)::
+
+    pt2rt::lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers,
+                float dropout, bool train, bool bidirectional, bool batch_first)
+        -> (Tensor, Tensor, Tensor)
+    pt2rt::lstm_backward(Tensor? grad_output, Tensor? grad_h_n, Tensor? grad_c_n,
+                         Tensor input, Tensor[] hx, Tensor[] params, bool has_biases,
+                         int num_layers, float dropout, bool train, bool bidirectional,
+                         bool batch_first) -> Tensor[]
+
+``pt2rt::lstm`` is ``aten::lstm.input`` (https://pytorch.org/docs/stable/generated/torch.nn.LSTM.html):
+input ``[T, B, I]`` (``[B, T, I]`` if batch_first), hx ``[h_0, c_0]`` each
+``[num_layers * D, B, H]``, params ``nn.LSTM._flat_weights`` (w_ih, w_hh[, b_ih, b_hh] per layer
+and direction); returns (output ``[T, B, D * H]`` or ``[B, T, D * H]``, h_n, c_n), contiguous.
+``pt2rt::lstm_backward`` returns ``[grad_input, grad_h_0, grad_c_0, *grad_params]``: it
+RECOMPUTES the forward with ATen's own ``lstm`` under autograd and differentiates it
+(activation checkpointing: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost";
+``torch.utils.checkpoint``), so the same ATen kernels run in the same order as in eager. An
+undefined (None) incoming gradient counts as zeros.
+
+Refused (``ExportError`` naming the construct), because a recomputation cannot reproduce it or
+the op does not express it: dropout between layers in training mode (the recomputation would
+draw new masks), ``proj_size`` (LSTM with projections), packed sequences.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, List, Optional, Sequence
+
+import torch
+
+from ..errors import ExportError
+from ..ir.symbols import is_symint
+
+NAMESPACE = "pt2rt"
+LSTM_SCHEMA = ("lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, "
+               "int num_layers, float dropout, bool train, bool bidirectional, "
+               "bool batch_first) -> (Tensor, Tensor, Tensor)")
+LSTM_BACKWARD_SCHEMA = ("lstm_backward(Tensor? grad_output, Tensor? grad_h_n, Tensor? grad_c_n, "
+                        "Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, "
+                        "int num_layers, float dropout, bool train, bool bidirectional, "
+                        "bool batch_first) -> Tensor[]")
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+# nn.GRU and nn.RNN (tanh / relu): one hidden state (hx a Tensor, not a list), ``gates``
+# weight blocks per layer (w_ih [gates*H, I_l], w_hh [gates*H, H]); ATen's torch.gru /
+# torch.rnn_tanh / torch.rnn_relu (``.input`` overloads) return (output, h_n).
+SINGLE_STATE = {"gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def single_state_schema(kind: str) -> str:
+    return (f"{kind}(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
+            "float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)")
+
+
+def single_state_backward_schema(kind: str) -> str:
+    return (f"{kind}_backward(Tensor? grad_output, Tensor? grad_h_n, Tensor input, Tensor hx, "
+            "Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, "
+            "bool bidirectional, bool batch_first) -> Tensor[]")
+
+
+def _check(input: torch.Tensor, hx: Sequence[torch.Tensor], params: Sequence[torch.Tensor],
+           has_biases: bool, num_layers: int, dropout: float, train: bool,
+           bidirectional: bool, name: str = "lstm") -> None:
+    """What pt2rt::lstm (pt2rt::gru, ...) accepts (static facts only: symbolic sizes are not
+    compared)."""
+    dirs = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    if input.dim() != 3:
+        raise RuntimeError(f"pt2rt::{name}: input must have 3 dims, got {input.dim()}")
+    if len(hx) != 2:
+        raise RuntimeError(f"pt2rt::lstm: hx must be [h_0, c_0], got {len(hx)} tensors")
+    if num_layers < 1 or len(params) != num_layers * dirs * per:
+        raise RuntimeError(f"pt2rt::{name}: expected {num_layers * dirs * per} params for "
+                           f"{num_layers} layers x {dirs} directions, got {len(params)} "
+                           "(an LSTM with proj_size is not supported)")
+    if train and dropout > 0 and num_layers > 1:
+        raise RuntimeError(f"pt2rt::{name}: dropout between layers in training mode is not "
+                           f"supported ({name}_backward's recomputation would draw new masks)")
+
+
+def _lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+          batch_first):
+    _check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+    out, h, c = torch.lstm(input, list(hx), list(params), has_biases, num_layers, dropout, train,
+                           bidirectional, batch_first)
+    return out.contiguous(), h.contiguous(), c.contiguous()
+
+
+def _lstm_backward(grad_output, grad_h_n, grad_c_n, input, hx, params, has_biases, num_layers,
+                   dropout, train, bidirectional, batch_first):
+    _check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in [input, *hx, *params]]
+        outs = torch.lstm(leaves[0], leaves[1:3], leaves[3:], has_biases, num_layers, dropout,
+                          train, bidirectional, batch_first)
+        pairs = [(o, g) for o, g in zip(outs, (grad_output, grad_h_n, grad_c_n))
+                 if g is not None]
+        grads: Sequence[Optional[torch.Tensor]] = [None] * len(leaves)
+        if pairs:
+            grads = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs],
+                                        allow_unused=True)
+    return [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
+
+
+def _lstm_meta(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+               batch_first):
+    _check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+    dirs = 2 if bidirectional else 1
+    hidden = hx[0].shape[2]
+    out = input.new_empty((input.shape[0], input.shape[1], dirs * hidden))
+    return out, hx[0].new_empty(hx[0].shape), hx[1].new_empty(hx[1].shape)
+
+
+def _lstm_backward_meta(grad_output, grad_h_n, grad_c_n, input, hx, params, has_biases,
+                        num_layers, dropout, train, bidirectional, batch_first):
+    _check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+    return [t.new_empty(t.shape) for t in [input, *hx, *params]]
+
+
+def _aten(kind: str):
+    return getattr(torch, kind)
+
+
+def _single_kernels(kind: str):
+    """(forward, backward, forward meta, backward meta) of ``pt2rt::<kind>``."""
+    def check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional):
+        _check(input, [hx, hx], params, has_biases, num_layers, dropout, train, bidirectional,
+               name=kind)
+
+    def forward(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                batch_first):
+        check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+        out, h = _aten(kind)(input, hx, list(params), has_biases, num_layers, dropout, train,
+                             bidirectional, batch_first)
+        return out.contiguous(), h.contiguous()
+
+    def backward(grad_output, grad_h_n, input, hx, params, has_biases, num_layers, dropout,
+                 train, bidirectional, batch_first):
+        check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_() for t in [input, hx, *params]]
+            outs = _aten(kind)(leaves[0], leaves[1], leaves[2:], has_biases, num_layers,
+                               dropout, train, bidirectional, batch_first)
+            pairs = [(o, g) for o, g in zip(outs, (grad_output, grad_h_n)) if g is not None]
+            grads: Sequence[Optional[torch.Tensor]] = [None] * len(leaves)
+            if pairs:
+                grads = torch.autograd.grad([o for o, _ in pairs], leaves,
+                                            [g for _, g in pairs], allow_unused=True)
+        return [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
+
+    def forward_meta(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                     batch_first):
+        check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+        dirs = 2 if bidirectional else 1
+        out = input.new_empty((input.shape[0], input.shape[1], dirs * hx.shape[2]))
+        return out, hx.new_empty(hx.shape)
+
+    def backward_meta(grad_output, grad_h_n, input, hx, params, has_biases, num_layers,
+                      dropout, train, bidirectional, batch_first):
+        check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+        return [t.new_empty(t.shape) for t in [input, hx, *params]]
+
+    return forward, backward, forward_meta, backward_meta
+
+
+_LIBRARY: Any = None  # keeps the registrations alive
+
+
+def register() -> None:
+    """Defines ``pt2rt::lstm`` and ``pt2rt::lstm_backward`` with CPU/CUDA kernels and a
+    symbolic-shape rule, once per process (a FRAGMENT: other pt2rt ops may be defined
+    elsewhere; an op already defined, e.g. by a second copy of this module, is left alone)."""
+    global _LIBRARY
+    if _LIBRARY is not None or _defined("lstm") or _defined("gru"):
+        return
+    if TORCH2:
+        lib = torch.library.Library(NAMESPACE, "FRAGMENT")
+        define = lib.define
+        impl = lib.impl
+    else:  # 1.13's torch.library.Library accepts only DEF and IMPL; the binding has FRAGMENT
+        lib = torch._C._dispatch_library("FRAGMENT", NAMESPACE, "", __file__, 0)
+        define = lib.define
+
+        def impl(name, fn, key):
+            lib.impl(name, key, fn)
+    define(LSTM_SCHEMA)
+    define(LSTM_BACKWARD_SCHEMA)
+    for key in ("CPU", "CUDA"):
+        impl("lstm", _lstm, key)
+        impl("lstm_backward", _lstm_backward, key)
+    kernels = {"lstm": (_lstm, _lstm_backward, _lstm_meta, _lstm_backward_meta)}
+    for kind in SINGLE_STATE:
+        define(single_state_schema(kind))
+        define(single_state_backward_schema(kind))
+        kernels[kind] = _single_kernels(kind)
+        for key in ("CPU", "CUDA"):
+            impl(kind, kernels[kind][0], key)
+            impl(kind + "_backward", kernels[kind][1], key)
+    ops = torch.ops.pt2rt
+    for kind, (_, _, fwd_meta, bwd_meta) in kernels.items():
+        if TORCH2:
+            torch.library.register_fake(f"pt2rt::{kind}", fwd_meta, lib=lib)
+            torch.library.register_fake(f"pt2rt::{kind}_backward", bwd_meta, lib=lib)
+        else:
+            impl(kind, fwd_meta, "Meta")
+            impl(kind + "_backward", bwd_meta, "Meta")
+            # 1.13's FakeTensorMode runs ops on symbolic sizes only through meta_table's
+            # Python rules (torch/_subclasses/fake_tensor.py); these are pt2rt's own ops, so
+            # the entries stay for the life of the process.
+            from torch._meta_registrations import meta_table
+            meta_table[getattr(ops, kind).default] = fwd_meta
+            meta_table[getattr(ops, kind + "_backward").default] = bwd_meta
+    _LIBRARY = lib
+
+
+def _defined(name: str) -> bool:
+    try:
+        getattr(getattr(torch.ops, NAMESPACE), name).default
+        return True
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class _LSTMFunction(torch.autograd.Function):
+    """``pt2rt::lstm`` forward, ``pt2rt::lstm_backward`` backward."""
+
+    @staticmethod
+    def forward(ctx, flags, input, h0, c0, *params):
+        ctx.flags = flags
+        ctx.save_for_backward(input, h0, c0, *params)
+        return torch.ops.pt2rt.lstm.default(input, [h0, c0], list(params), *flags)
+
+    @staticmethod
+    def backward(ctx, grad_output, grad_h_n, grad_c_n):
+        input, h0, c0, *params = ctx.saved_tensors
+        grads = torch.ops.pt2rt.lstm_backward.default(grad_output, grad_h_n, grad_c_n, input,
+                                                      [h0, c0], params, *ctx.flags)
+        return (None,) + tuple(grads[i] for i in range(3 + len(params)))
+
+
+class _SingleStateFunction(torch.autograd.Function):
+    """``pt2rt::<kind>`` forward, ``pt2rt::<kind>_backward`` backward (GRU, RNN)."""
+
+    @staticmethod
+    def forward(ctx, kind, flags, input, h0, *params):
+        ctx.kind, ctx.flags = kind, flags
+        ctx.save_for_backward(input, h0, *params)
+        return getattr(torch.ops.pt2rt, kind).default(input, h0, list(params), *flags)
+
+    @staticmethod
+    def backward(ctx, grad_output, grad_h_n):
+        input, h0, *params = ctx.saved_tensors
+        grads = getattr(torch.ops.pt2rt, ctx.kind + "_backward").default(
+            grad_output, grad_h_n, input, h0, params, *ctx.flags)
+        return (None, None) + tuple(grads[i] for i in range(2 + len(params)))
+
+
+def single_state(kind, input, hx, params, has_biases, num_layers, dropout, train,
+                 bidirectional, batch_first):
+    """``torch.gru`` / ``torch.rnn_tanh`` / ``torch.rnn_relu`` (``.input``) as
+    ``pt2rt::<kind>``, differentiable as ``lstm`` is (an ``autograd.Function`` on torch 2, a cut
+    on torch 1.13).
+
+    Raises:
+        ExportError: dropout between layers in training mode, named.
+    """
+    register()
+    module = {"gru": "nn.GRU", "rnn_tanh": "nn.RNN", "rnn_relu": "nn.RNN(nonlinearity='relu')"}
+    if train and dropout > 0 and num_layers > 1 and torch.is_grad_enabled():
+        raise ExportError(
+            f"pt2rt.export: dynamic_shapes: {module[kind]}(num_layers={num_layers}, "
+            f"dropout={dropout}) in training mode with a dynamic size is not supported: "
+            f"pt2rt::{kind}'s backward recomputes the forward, which would draw new dropout "
+            "masks; use dropout=0, static shapes, or train=False")
+    flags = (bool(has_biases), int(num_layers), float(dropout), bool(train), bool(bidirectional),
+             bool(batch_first))
+    op = getattr(torch.ops.pt2rt, kind).default
+    if TORCH2:
+        return tuple(_SingleStateFunction.apply(kind, flags, input, hx, *params))
+    inputs = [input, hx, *params]
+    with torch.no_grad():
+        outs = op(input, hx, list(params), *flags)
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+        return tuple(outs)
+    outs = tuple(t.detach().requires_grad_() for t in outs)
+    if _CUTS:
+        _CUTS[-1].append((kind, inputs, outs, flags))
+    return outs
+
+
+def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    """``torch.lstm`` (the ``aten::lstm.input`` overload) as ``pt2rt::lstm``, differentiable:
+    on torch 2 through ``_LSTMFunction``; on torch 1.13 (whose ``autograd.Function`` reads
+    concrete output sizes, so it cannot return symbolic ones) as a *cut*: the outputs are
+    fresh leaves, recorded in the active ``cuts()`` so that ``grad`` differentiates through
+    ``pt2rt::lstm_backward`` (outside ``cuts()`` they carry no gradient: shapes only).
+
+    Raises:
+        ExportError: dropout between layers in training mode, or an LSTM with projections
+            (proj_size), named.
+    """
+    register()
+    dirs = 2 if bidirectional else 1
+    if train and dropout > 0 and num_layers > 1 and torch.is_grad_enabled():
+        raise ExportError(
+            f"pt2rt.export: dynamic_shapes: nn.LSTM(num_layers={num_layers}, dropout={dropout}) "
+            "in training mode with a dynamic sequence length is not supported: pt2rt::lstm's "
+            "backward recomputes the forward, which would draw new dropout masks; use "
+            "dropout=0, a static sequence length, or train=False")
+    if len(params) != num_layers * dirs * (4 if has_biases else 2):
+        raise ExportError("pt2rt.export: dynamic_shapes: nn.LSTM with proj_size and a dynamic "
+                          "sequence length is not supported (pt2rt::lstm has no projections); "
+                          "use a static sequence length")
+    flags = (bool(has_biases), int(num_layers), float(dropout), bool(train), bool(bidirectional),
+             bool(batch_first))
+    h0, c0 = hx
+    if TORCH2:
+        return tuple(_LSTMFunction.apply(flags, input, h0, c0, *params))
+    inputs = [input, h0, c0, *params]
+    with torch.no_grad():
+        outs = torch.ops.pt2rt.lstm.default(input, [h0, c0], list(params), *flags)
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+        return tuple(outs)
+    outs = tuple(t.detach().requires_grad_() for t in outs)
+    if _CUTS:
+        _CUTS[-1].append(("lstm", inputs, outs, flags))
+    return outs
+
+
+_CUTS: List[List[Any]] = []
+
+
+@contextlib.contextmanager
+def cuts() -> Iterator[List[Any]]:
+    """Records the torch 1.13 ``pt2rt::lstm`` cuts of a forward, for ``grad``."""
+    _CUTS.append([])
+    try:
+        yield _CUTS[-1]
+    finally:
+        _CUTS.pop()
+
+
+def grad(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
+         grad_outputs: Sequence[torch.Tensor], recorded: List[Any]
+         ) -> List[Optional[torch.Tensor]]:
+    """``torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)`` through the
+    cuts ``recorded`` by ``cuts()``: autograd runs from the outputs to the inputs and to every
+    cut's outputs; then, last cut first, ``pt2rt::lstm_backward`` turns a cut's accumulated
+    output gradients into gradients of its inputs, which autograd carries on upstream."""
+    if not recorded:
+        return list(torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True))
+    inputs = list(inputs)
+    leaves = inputs + [o for _, _, outs, _ in recorded for o in outs]
+    acc: List[Optional[torch.Tensor]] = [None] * len(leaves)
+
+    def backprop(roots, root_grads):
+        pairs = [(r, g) for r, g in zip(roots, root_grads)
+                 if g is not None and r.requires_grad]
+        if not pairs:
+            return
+        got = torch.autograd.grad([r for r, _ in pairs], leaves, [g for _, g in pairs],
+                                  allow_unused=True, retain_graph=True)
+        for i, g in enumerate(got):
+            if g is not None:
+                acc[i] = g if acc[i] is None else acc[i] + g
+
+    backprop(outputs, grad_outputs)
+    end = len(leaves)
+    for kind, cut_inputs, outs, flags in reversed(recorded):
+        start = end - len(outs)
+        go = acc[start:end]
+        end = start
+        if all(g is None for g in go):
+            continue
+        backward = getattr(torch.ops.pt2rt, kind + "_backward").default
+        if kind == "lstm":
+            grads = backward(*go, cut_inputs[0], [cut_inputs[1], cut_inputs[2]],
+                             list(cut_inputs[3:]), *flags)
+        else:
+            grads = backward(*go, cut_inputs[0], cut_inputs[1], list(cut_inputs[2:]), *flags)
+        backprop(cut_inputs, [grads[i] for i in range(len(cut_inputs))])
+    return acc[:len(inputs)]
+
+
+def _time_dim_is_symbolic(input: Any, batch_first: Any) -> bool:
+    if not isinstance(input, torch.Tensor) or input.dim() != 3:
+        return False
+    return is_symint(input.shape[1 if batch_first else 0])
+
+
+class SequenceOps(torch.overrides.TorchFunctionMode):
+    """Runs ``torch.lstm`` on a symbolic sequence length as ``pt2rt::lstm``, and ``torch.gru``
+    / ``torch.rnn_tanh`` / ``torch.rnn_relu`` on any symbolic size (batch or length) as
+    ``pt2rt::gru`` / ``rnn_tanh`` / ``rnn_relu`` (see the module docstring); refuses a packed
+    sequence (``.data`` overloads) in a dynamic-shape capture."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.lstm and not kwargs and len(args) == 9 \
+                and not isinstance(args[1], torch.Tensor):
+            if _time_dim_is_symbolic(args[0], args[8]):
+                return lstm(*args)
+        elif func is torch.lstm and len(args) >= 2 and isinstance(args[1], torch.Tensor):
+            if any(is_symint(s) for s in args[0].shape):
+                raise ExportError("pt2rt.export: dynamic_shapes: nn.LSTM on a PackedSequence is "
+                                  "not supported; pass a padded tensor")
+        kind = _SINGLE_STATE_FUNCTIONS.get(func)
+        if kind is not None and not kwargs and len(args) == 9 \
+                and isinstance(args[0], torch.Tensor) \
+                and any(is_symint(s) for s in args[0].shape):
+            if isinstance(args[2], torch.Tensor):  # .data(data, batch_sizes, hx, params, ...)
+                raise ExportError(f"pt2rt.export: dynamic_shapes: torch.{kind} on a "
+                                  "PackedSequence is not supported; pass a padded tensor")
+            return single_state(kind, *args)
+        return func(*args, **kwargs)
+
+
+_SINGLE_STATE_FUNCTIONS = {getattr(torch, kind): kind for kind in SINGLE_STATE}
+
+
+def has_lstm(model: torch.nn.Module) -> bool:
+    """Whether ``model`` holds an ``nn.LSTM``, ``nn.GRU`` or ``nn.RNN`` (torch 2's capture
+    enters ``sequence_ops`` only then: a TorchFunctionMode makes ``has_torch_function`` true,
+    which turns off fast paths such as ``nn.TransformerEncoderLayer``'s and would change other
+    models' graphs)."""
+    return any(isinstance(m, (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN))
+               for m in model.modules())
+
+
+@contextlib.contextmanager
+def sequence_ops() -> Iterator[None]:
+    """``SequenceOps`` for the duration of a dynamic-shape trace."""
+    register()
+    with SequenceOps():
+        yield

@@ -1,0 +1,186 @@
+"""Small FX graph rewrites shared by the capture backends (they keep what the graph computes).
+
+``drop_unused_batch_norm_stats``: ``aten.native_batch_norm_backward`` with ``train=True`` reads
+``save_mean`` / ``save_invstd`` and never ``running_mean`` / ``running_var`` (ATen's CPU and
+CUDA kernels alike: ``batch_norm_backward_cpu_template`` uses the running stats only when
+``train`` is false). After functionalization those arguments point at the *updated* running
+stats, which a partitioner would then keep as saved activations for nothing: pass None.
+
+``bernoulli_out_of_place``: torch 1.13's CPU dropout (``at::native::dropout``'s
+``_dropout_impl``) draws its mask with ``at::empty_like(input).bernoulli_(1 - p)``, and torch
+1.13's functionalization has no functional variant of ``bernoulli_.float``, so the in-place op
+stays in the graph (the runtime's operator policy refuses ops writing to an argument). On a
+tensor nothing else reads, ``bernoulli_.float(t, p)`` is ``bernoulli.p(t, p)``: the same
+kernel on a new tensor, the same numbers from the same generator.
+
+``slice_backward_sums_as_cat``: a sum of ``slice_backward``s tiling a dim is the ``cat`` of the
+pieces (see its docstring).
+
+``zero_tangents_of_parameter_mutations``: AOTAutograd (torch 2.x) gives a parameter mutated in
+forward (``nn.Embedding(max_norm=...)``'s ``embedding_renorm_``) a tangent input in the
+backward graph, added to the parameter's gradient. A parameter that requires grad can only be
+updated in place under ``torch.no_grad()`` (eager refuses an in-place op on such a leaf
+otherwise), so nothing differentiates through its new value and that tangent is always zero:
+it becomes ``aten.zeros`` of the parameter's shape, and the archive's backward keeps taking
+tangents of Plain outputs only (the runtime's calling convention).
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ..ir.descriptors import InputKind, OutputKind
+
+_BN_BACKWARD = torch.ops.aten.native_batch_norm_backward.default
+_BERNOULLI_INPLACE = torch.ops.aten.bernoulli_.float
+
+
+def drop_unused_batch_norm_stats(graph: fx.Graph) -> None:
+    """Sets the running_mean / running_var arguments of training-mode
+    ``native_batch_norm_backward`` nodes to None, in place."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is _BN_BACKWARD:
+            args = list(node.args)
+            if len(args) > 7 and args[7] is True:
+                args[3] = None
+                args[4] = None
+                node.args = tuple(args)
+
+
+def bernoulli_out_of_place(graph: fx.Graph) -> None:
+    """Rewrites ``bernoulli_.float(t, p)`` on a value only that node reads (not a graph input)
+    to ``bernoulli.p(t, p)``, in place. Other uses are left (and refused downstream)."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is _BERNOULLI_INPLACE \
+                and isinstance(node.args[0], fx.Node) and node.args[0].op != "placeholder" \
+                and len(node.args[0].users) == 1 and "generator" not in node.kwargs:
+            p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+            node.target = torch.ops.aten.bernoulli.p  # its p has no default: written out
+            node.args, node.kwargs = (node.args[0], p), {}
+
+
+def zero_tangents_of_parameter_mutations(backward) -> None:
+    """Replaces each ``Tangent(output=InputMutation(of=Param))`` input of ``backward`` (a
+    ``graph_ir.DescribedGraph``) by zeros of its shape and dtype, in place (module docstring)."""
+    graph = backward.module.graph
+    placeholders = backward.placeholders()
+    first_op = next(n for n in graph.nodes if n.op != "placeholder")
+    keep = []
+    for ph, desc in zip(placeholders, backward.inputs):
+        out = desc.output
+        if not (desc.kind is InputKind.Tangent and out is not None
+                and out.kind is OutputKind.InputMutation and out.of is not None
+                and out.of.kind is InputKind.Param):
+            keep.append(desc)
+            continue
+        val = ph.meta["val"]
+        with graph.inserting_before(first_op):
+            zeros = graph.call_function(torch.ops.aten.zeros.default, ([int(s) for s in val.shape],),
+                                        {"dtype": val.dtype, "device": val.device})
+        zeros.meta = dict(ph.meta)
+        ph.replace_all_uses_with(zeros)
+        graph.erase_node(ph)
+    backward.inputs[:] = keep
+    backward.module.recompile()
+    backward.check()
+
+
+_ADD = torch.ops.aten.add.Tensor
+_SLICE_BACKWARD = torch.ops.aten.slice_backward.default
+_CAT = torch.ops.aten.cat.default
+
+
+def slice_backward_sums_as_cat(graph: fx.Graph) -> int:
+    """Replaces each sum (a tree of ``aten.add.Tensor``) of ``aten.slice_backward`` nodes that
+    pad pieces of one size list along one dim, with static bounds tiling the dim, by
+    ``aten.cat`` of the pieces in order; returns how many sums it replaced.
+
+    Each slice_backward pads its piece with zeros to the full size, so the sum places every
+    piece where ``cat`` does: the same values (up to the sign of a zero: ``-0.0 + 0.0`` is
+    ``+0.0``), without T zero tensors of the full size for T pieces. Used on torch 1.13's
+    dynamic joint graphs, where ``symbolic_autograd_torch1`` runs ``select`` / ``split`` /
+    ``unbind`` as slices (eager's backward there is ``select_backward``, ``cat`` or ``stack``).
+    """
+    replaced = 0
+    for node in list(graph.nodes):
+        if not _is_add(node) or _absorbed(node):
+            continue
+        leaves = _add_leaves(node)
+        tiling = _tiling(leaves) if leaves else None
+        if tiling is None:
+            continue
+        dim, grads = tiling
+        with graph.inserting_before(node):
+            cat = graph.call_function(_CAT, (grads, dim))
+        cat.meta = dict(node.meta)
+        node.replace_all_uses_with(cat)
+        _erase_tree(graph, node)
+        replaced += 1
+    return replaced
+
+
+def _is_add(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target is _ADD and not node.kwargs \
+        and len(node.args) == 2
+
+
+def _absorbed(node: fx.Node) -> bool:
+    """``node`` is an inner node of a larger add tree (its only user is an add)."""
+    return len(node.users) == 1 and _is_add(next(iter(node.users)))
+
+
+def _add_leaves(node: fx.Node):
+    """The non-add operands of the add tree rooted at ``node`` (inner adds have one user), or
+    None if one is not a single-use slice_backward."""
+    leaves = []
+    for a in node.args:
+        if not isinstance(a, fx.Node):
+            return None
+        if _is_add(a) and len(a.users) == 1:
+            sub = _add_leaves(a)
+            if sub is None:
+                return None
+            leaves.extend(sub)
+        elif a.op == "call_function" and a.target is _SLICE_BACKWARD and len(a.users) == 1:
+            leaves.append(a)
+        else:
+            return None
+    return leaves
+
+
+def _tiling(leaves):
+    """``(dim, [piece, ...])`` ordered by start if the slice_backward ``leaves`` share sizes and
+    dim, have step 1 and static bounds tiling ``[0, size)``; else None."""
+    grad, sizes, dim, start, end, step = leaves[0].args
+    if not isinstance(dim, int) or not -len(sizes) <= dim < len(sizes) or \
+            not isinstance(sizes[dim], int):
+        return None
+    dim, size = dim % len(sizes), sizes[dim]
+    spans = []
+    for leaf in leaves:
+        g, s, d, a, b, st = leaf.args
+        if list(s) != list(sizes) or d % len(sizes) != dim or st != 1 or \
+                not isinstance(a, int) or not isinstance(b, int):
+            return None
+        a = a + size if a < 0 else a
+        b = b + size if b < 0 else min(b, size)
+        spans.append((a, b, g))
+    spans.sort(key=lambda t: t[0])
+    at = 0
+    for a, b, _ in spans:
+        if a != at or b <= a:
+            return None
+        at = b
+    return (dim, [g for _, _, g in spans]) if at == size else None
+
+
+def _erase_tree(graph: fx.Graph, node: fx.Node) -> None:
+    args = [a for a in node.args if isinstance(a, fx.Node)]
+    graph.erase_node(node)
+    for a in args:
+        if a.users:
+            continue
+        if _is_add(a):
+            _erase_tree(graph, a)
+        else:
+            graph.erase_node(a)

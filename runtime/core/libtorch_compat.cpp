@@ -1,0 +1,27 @@
+// runtime/core/libtorch_compat.cpp — see libtorch_compat.h.
+#include "core/libtorch_compat.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/native/ConvUtils.h>
+
+namespace pt2rt {
+
+bool aten_picks_onednn(const at::Tensor& input, const at::Tensor& weight,
+                       const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                       const std::vector<int64_t>& dilation, int64_t groups) {
+  const std::vector<int64_t> output_padding(stride.size(), 0);
+#if TORCH_VERSION_MAJOR >= 2
+  const at::native::ConvBackend backend = at::native::select_conv_backend(
+      input, weight, /*bias_opt=*/std::nullopt, c10::fromIntArrayRefSlow(stride),
+      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
+      /*transposed=*/false, c10::fromIntArrayRefSlow(output_padding), c10::SymInt(groups),
+      /*bias_sizes_opt=*/std::nullopt);
+#else
+  const at::native::ConvBackend backend = at::native::select_conv_backend(
+      input, weight, /*bias_opt=*/c10::nullopt, stride, padding, dilation,
+      /*transposed=*/false, output_padding, groups);
+#endif
+  return backend == at::native::ConvBackend::Mkldnn;
+}
+
+}  // namespace pt2rt

@@ -1,0 +1,70 @@
+// runtime/core/libtorch_compat.h — the LibTorch 1.13 / 2.x differences the
+// runtime depends on, in one place (STYLE.md: narrow seams, no TORCH_VERSION checks spread through
+// the code).
+//
+//   * c10::Allocator: 1.13 declares `DataPtr allocate(size_t) const`; 2.x makes it non-const
+//     and adds the pure virtual `copy_data` and the virtual `is_simple_data_ptr`.
+//   * c10::TypeKind::SymBoolType exists in 2.x only.
+//   * at::native::select_conv_backend takes int lists in 1.13, SymInt lists and the bias
+//     sizes in 2.x (libtorch_compat.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/jit_type_base.h>
+#include <c10/core/Allocator.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <vector>
+
+namespace pt2rt {
+
+/// True for 2.x's SymBool schema type (`-> SymBool`); 1.13 has none.
+inline bool is_sym_bool_type(c10::TypeKind k) {
+#if TORCH_VERSION_MAJOR >= 2
+  return k == c10::TypeKind::SymBoolType;
+#else
+  (void)k;
+  return false;
+#endif
+}
+
+/// Whether ATen's convolution would run a float32 CPU convolution of these tensors' sizes
+/// through oneDNN (at::native::select_conv_backend() == ConvBackend::Mkldnn; not transposed,
+/// no bias sizes: a bias does not change the choice), at the current intra-op thread count.
+/// Only the tensors' metadata is read.
+bool aten_picks_onednn(const at::Tensor& input, const at::Tensor& weight,
+                       const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                       const std::vector<int64_t>& dilation, int64_t groups);
+
+/// An allocator that forwards everything to `inner` after calling before_allocate(n), which
+/// may throw (a c10::Error, as an out-of-memory would) to refuse the allocation.
+class ForwardingAllocator : public c10::Allocator {
+ public:
+  explicit ForwardingAllocator(c10::Allocator* inner) : inner_(inner) {}
+#if TORCH_VERSION_MAJOR >= 2
+  c10::DataPtr allocate(size_t n) override {
+    before_allocate(n);
+    return inner_->allocate(n);
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+  bool is_simple_data_ptr(const c10::DataPtr& data_ptr) const override {
+    return inner_->is_simple_data_ptr(data_ptr);
+  }
+#else
+  c10::DataPtr allocate(size_t n) const override {
+    before_allocate(n);
+    return inner_->allocate(n);
+  }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
+
+ protected:
+  virtual void before_allocate(size_t n) const = 0;
+
+ private:
+  c10::Allocator* inner_;
+};
+
+}  // namespace pt2rt
