@@ -13,14 +13,21 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
   - CompositeImplicitAutograd: ``chunk`` — ATen's ``chunk`` (TensorShape.cpp) is
     ``split(ceil(size / chunks), dim)``: ``symbolic_meta_torch1.chunk_as_split`` (refused over
     a symbolic dim); ``dropout`` (e.g. on the attention weights) — ATen's ``_dropout_impl``
-    reads ``numel()``: ``symbolic_meta_torch1.aten_dropout``;
+    reads ``numel()``: ``symbolic_meta_torch1.aten_dropout``; ``adaptive_avg_pool2d`` (ConvNeXt's head on a channels-last-strided input) — ATen's
+    (AdaptiveAveragePooling.cpp) is ``mean([-1, -2], keepdim=True)`` for an output of 1x1 and
+    ``_adaptive_avg_pool2d`` otherwise (whose shape is a meta rule);
 * ``PySymInt.__bool__``: ``bool(n)`` of a size as the guard ``n != 0`` — torch 1.13 evaluates
   ``n`` itself, recording the guard "n == its traced value" (``torch._refs``' reductions check
   ``all(a.shape[i] for i in dims)``, e.g. in softmax's ``amax``), which would fix the Dim;
 * ``SymIntNode.__float__``: ``float(n)`` of a SymInt whose value is a constant (a static size
   that went through symbolic arithmetic, e.g. ``q.shape[2]`` after a view with a symbolic size
   in ``multi_head_attention_forward``'s ``math.sqrt(E)``) is that constant; a size depending on
-  a Dim stays a TypeError (refused, never fixed to its traced value).
+  a Dim stays a TypeError (refused, never fixed to its traced value); ``n ** x`` and ``x ** n``
+  likewise (swin_t's ``(C // num_heads) ** -0.5``);
+* ``torch.nn.functional.pad``: torch 1.13's is the C++ binding ``torch._C._nn.pad``, whose
+  argument parser takes ints only, before any mode sees the call; pads that are SymInts of a
+  constant value (swin_t's ``(w - W % w) % w`` over a static ``W`` read from a tensor with a
+  dynamic batch) are passed as those ints.
 """
 from __future__ import annotations
 
@@ -29,7 +36,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .symbolic_meta_torch1 import aten_dropout, chunk_as_split, meta_select, meta_split, meta_unbind
+from .symbolic_meta_torch1 import (aten_dropout, chunk_as_split, meta_select, meta_split,
+                                   meta_unbind, static_int)
 
 aten = torch.ops.aten
 
@@ -38,8 +46,9 @@ def dispatch_patches() -> contextlib.ExitStack:
     """The patches of the module docstring, as one context."""
     stack = contextlib.ExitStack()
     stack.enter_context(_meta_kernels())
-    stack.enter_context(_constant_float())
+    stack.enter_context(_constant_size_arithmetic())
     stack.enter_context(_truthiness())
+    stack.enter_context(_pad_with_constant_sizes())
     return stack
 
 
@@ -65,10 +74,10 @@ def _truthiness() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _constant_float() -> Iterator[None]:
-    """``SymIntNode.__float__``: a constant's value, else TypeError (module docstring)."""
+def _constant_size_arithmetic() -> Iterator[None]:
+    """``SymIntNode.__float__``, ``__pow__``, ``__rpow__``: on a constant's value, else TypeError
+    (module docstring)."""
     cls = torch.SymIntNode
-    had, old = "__float__" in vars(cls), vars(cls).get("__float__")
 
     def constant_float(node: Any) -> float:
         py = node.get_pyobj()
@@ -77,14 +86,32 @@ def _constant_float() -> Iterator[None]:
             raise TypeError(f"must be real number, not a symbolic size ({expr})")
         return float(int(expr))
 
+    def constant_pow(node: Any, other: Any) -> Any:
+        return constant_int(node) ** other
+
+    def constant_rpow(node: Any, other: Any) -> Any:
+        return other ** constant_int(node)
+
+    def constant_int(node: Any) -> int:
+        py = node.get_pyobj()
+        expr = py.shape_env.replace(py.expr)
+        if not getattr(expr, "is_Integer", False):
+            raise TypeError(f"unsupported operand type(s) for ** or pow(): a symbolic size "
+                            f"({expr})")
+        return int(expr)
+
+    saved = {name: vars(cls).get(name) for name in ("__float__", "__pow__", "__rpow__")}
     cls.__float__ = constant_float
+    cls.__pow__ = constant_pow
+    cls.__rpow__ = constant_rpow
     try:
         yield
     finally:
-        if had:
-            cls.__float__ = old
-        else:
-            del cls.__float__
+        for name, value in saved.items():
+            if value is not None:
+                setattr(cls, name, value)
+            else:
+                delattr(cls, name)
 
 
 def _meta_kernels() -> contextlib.ExitStack:
@@ -96,6 +123,8 @@ def _meta_kernels() -> contextlib.ExitStack:
     implicit = torch._C.DispatchKey.CompositeImplicitAutograd
     stack.enter_context(_py_kernel(aten.chunk.default, implicit, _chunk_kernel))
     stack.enter_context(_py_kernel(aten.dropout.default, implicit, _dropout_kernel))
+    stack.enter_context(_py_kernel(aten.adaptive_avg_pool2d.default, implicit,
+                                   _adaptive_avg_pool2d_kernel))
     return stack
 
 
@@ -134,3 +163,31 @@ def _dropout_kernel(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
     ``_dropout_impl`` on CPU (``symbolic_meta_torch1.aten_dropout``; the C++ one reads
     ``numel()``)."""
     return aten_dropout(input, p, train)
+
+
+def _adaptive_avg_pool2d_kernel(input: torch.Tensor, output_size: Any) -> torch.Tensor:
+    """``aten.adaptive_avg_pool2d``'s CompositeImplicitAutograd kernel while a capture traces
+    (ATen's ``adaptive_avg_pool2d``, AdaptiveAveragePooling.cpp: the mean over the last two dims
+    for a 1x1 output, else ``_adaptive_avg_pool2d``; the channels-last restriding it applies to
+    a 1x1 result changes no element)."""
+    if list(output_size) == [1, 1]:
+        return input.mean([-1, -2], keepdim=True)
+    return aten._adaptive_avg_pool2d.default(input, output_size)
+
+
+@contextlib.contextmanager
+def _pad_with_constant_sizes() -> Iterator[None]:
+    """``torch.nn.functional.pad`` with constant SymInt pads as ints (module docstring); callers
+    that bound ``F.pad`` before the capture (``from torch.nn.functional import pad``) keep the
+    binding and its TypeError."""
+    import torch.nn.functional as F
+    old = F.pad
+
+    def pad(input: torch.Tensor, pad: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return old(input, tuple(static_int(p) for p in pad), *args, **kwargs)
+
+    F.pad = pad
+    try:
+        yield
+    finally:
+        F.pad = old

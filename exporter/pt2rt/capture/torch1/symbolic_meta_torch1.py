@@ -19,6 +19,12 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
   ``aten._adaptive_avg_pool2d_backward``: like the forward's input.
 * ``aten.native_batch_norm_backward``: like input, weight, weight.
+* ``aten._adaptive_avg_pool2d``: ``[*input.shape[:-2], *output_size]``.
+* ``aten.roll`` (swin_t's shifted windows): a new tensor of the input's sizes;
+  ``aten.slice_scatter``, ``aten.select_scatter`` (functionalization of a ``__setitem__``): like
+  ``self``; ``aten.constant_pad_nd`` (``F.pad``): the last ``len(pad) / 2`` dims grown by their pads
+  (PadNd.cpp). Their torch 1.13 decompositions call ``narrow`` with SymInts, which 1.13's
+  Python binding does not take.
 * ``aten.bernoulli_.float``, ``aten.div_.Tensor``, ``aten.mul_.Tensor`` (dropout's mask):
   in place, ``self`` (an in-place op's result has its self's shape).
 * ``aten.select.int``: ``self`` without ``dim``, a view (a negative index counts from the
@@ -43,7 +49,9 @@ the functions below):
 * ``Tensor.__getitem__`` with basic indices (slices with int bounds, ``None``, ``...``, ints):
   ``aten.slice.Tensor`` / ``unsqueeze`` / ``select.int`` (ints, on static and dynamic dims,
   negative ones kept as given), as ``applySelect``/``applySlicing``
-  (torch/csrc/autograd/python_variable_indexing.cpp) compute them;
+  (torch/csrc/autograd/python_variable_indexing.cpp) compute them; ``Tensor.__setitem__``
+  with basic indices: that view, then ``copy_`` / ``fill_`` of the value;
+* ``torch.einsum`` of a batched matrix product: one ``bmm`` (``einsum_as_bmm``);
 * ``Tensor.chunk`` / ``torch.chunk``: ATen's ``chunk`` = ``split(ceil(size / chunks), dim)``
   over a static dim (``chunk_as_split``); ``Tensor.unbind`` / ``torch.unbind`` over a static
   dim;
@@ -123,6 +131,21 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
             input.new_empty((channels,)) if output_mask[2] else None)
 
 
+def _like_input(self, *args, **kwargs):
+    return self.new_empty(self.shape)
+
+
+def _constant_pad_nd(self, pad, value=0):
+    sizes = list(self.shape)
+    for i in range(len(pad) // 2):
+        sizes[-1 - i] = sizes[-1 - i] + pad[2 * i] + pad[2 * i + 1]
+    return self.new_empty(sizes)
+
+
+def _adaptive_avg_pool2d(self, output_size):
+    return self.new_empty(list(self.shape[:-2]) + list(output_size))
+
+
 def _in_place(self, *args, **kwargs):
     return self
 
@@ -186,6 +209,11 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.max_pool2d_with_indices_backward.default: _like_self,
         aten.avg_pool2d_backward.default: _like_self,
         aten._adaptive_avg_pool2d_backward.default: _like_self,
+        aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
+        aten.roll.default: _like_input,
+        aten.slice_scatter.default: _like_input,
+        aten.select_scatter.default: _like_input,
+        aten.constant_pad_nd.default: _constant_pad_nd,
         aten.native_batch_norm_backward.default: _native_batch_norm_backward,
         aten.select.int: meta_select,
         aten.unsafe_split.Tensor: meta_split,
@@ -212,9 +240,24 @@ def aten_dropout(input, p=0.5, training=True, inplace=False):
     return input.mul_(mask) if inplace else input * mask
 
 
+def static_int(v: Any) -> Any:
+    """A SymInt whose value is a constant (a static size that went through symbolic arithmetic,
+    e.g. swin_t's window padding ``(w - W % w) % w``) as that int; anything else as it is."""
+    if isinstance(v, torch.SymIntNode):
+        py = v.get_pyobj()
+        expr = py.shape_env.replace(py.expr)
+        if getattr(expr, "is_Integer", False):
+            return int(expr)
+    return v
+
+
 def basic_getitem(x: torch.Tensor, index: Any) -> Any:
     """``x[index]`` for basic indices, or NotImplemented (then torch's own runs)."""
     idx = index if isinstance(index, tuple) else (index,)
+    # constant SymInts (sizes of static dims read after symbolic arithmetic: swin_t's
+    # x[:, :H, :W, :]) as ints
+    idx = tuple(slice(static_int(i.start), static_int(i.stop), static_int(i.step))
+                if isinstance(i, slice) else static_int(i) for i in idx)
 
     def plain_int(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)
@@ -254,6 +297,23 @@ def basic_getitem(x: torch.Tensor, index: Any) -> Any:
     return out
 
 
+def basic_setitem(x: torch.Tensor, index: Any, value: Any) -> Any:
+    """``x[index] = value`` for basic indices and a number or tensor value, as
+    ``THPVariable_setitem`` (python_variable_indexing.cpp) does it: the indexed view, then
+    ``copy_`` of the value (a number: ``fill_``, the same elements); NotImplemented otherwise
+    (then torch's own runs)."""
+    if not isinstance(value, (bool, int, float, torch.Tensor)):
+        return NotImplemented
+    view = basic_getitem(x, index)
+    if view is NotImplemented:
+        return NotImplemented
+    if isinstance(value, torch.Tensor):
+        view.copy_(value)
+    else:
+        view.fill_(value)
+    return None
+
+
 def unbind_function(x: torch.Tensor, dim: int = 0) -> Any:
     """``unbind`` over a static dim (``symbolic_autograd_torch1.unbind``); NotImplemented over a
     symbolic one (torch's own fails the export naming ``aten.unbind.int``)."""
@@ -270,6 +330,42 @@ def chunk_as_split(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
     if not isinstance(size, int) or size == 0 or chunks <= 0:
         return NotImplemented
     return tuple(autograd_ops.split(x, (size + chunks - 1) // chunks, dim))
+
+
+def einsum_as_bmm(equation: Any, *operands: Any) -> Any:
+    """``torch.einsum`` of a batched matrix product — two operands sharing their leading batch
+    letters, one contracted letter, each operand's other letter kept, in either order (MaxViT's
+    attention: ``"BGHID,BGHJD->BGHIJ"``, ``"BGHIJ,BGHJD->BGHID"``) — as ATen's ``einsum``
+    computes it (Linear.cpp ``sumproduct_pair``: the batch dims folded, one ``bmm``); any other
+    equation NotImplemented (torch's own fails the export naming ``einsum``)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str) or len(operands) != 2 or "." in equation:
+        return NotImplemented
+    try:
+        lhs, out = equation.replace(" ", "").split("->")
+        a, b = lhs.split(",")
+    except ValueError:
+        return NotImplemented
+    x, y = operands
+    if len(a) != x.dim() or len(b) != y.dim() or len(set(a + b)) != len(a + b) - len(set(a) & set(b)):
+        return NotImplemented
+    n = len(out) - 2
+    batch = out[:n]
+    if n < 0 or a[:n] != batch or b[:n] != batch or len(a) != n + 2 or len(b) != n + 2:
+        return NotImplemented
+    (k,) = set(a[n:]) & set(b[n:]) or (None,)
+    i, j = out[n:]
+    if k is None or set(a[n:]) != {i, k} or set(b[n:]) != {k, j}:
+        return NotImplemented
+    x = x if a[n:] == i + k else x.transpose(-1, -2)
+    y = y if b[n:] == k + j else y.transpose(-1, -2)
+    folded = 1
+    for s in x.shape[:n]:
+        folded = folded * s
+    r = torch.bmm(x.reshape(folded, x.shape[-2], x.shape[-1]),
+                  y.reshape(folded, y.shape[-2], y.shape[-1]))
+    return r.view(list(x.shape[:n]) + [r.shape[1], r.shape[2]])
 
 
 def aten_linear(input, weight, bias=None):

@@ -16,15 +16,15 @@ import torch
 
 from .symbolic_autograd_torch1 import cat as recorded_cat
 from .symbolic_dispatch_torch1 import dispatch_patches
-from .symbolic_meta_torch1 import (aten_dropout, aten_linear, basic_getitem, chunk_as_split,
-                                   meta_rules, unbind_function)
+from .symbolic_meta_torch1 import (aten_dropout, aten_linear, basic_getitem, basic_setitem,
+                                   chunk_as_split, einsum_as_bmm, meta_rules, unbind_function)
 from .symbolic_rnn_torch1 import lstm
 
 
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
-    """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__``, ``chunk``, ``unbind``,
-    ``torch.lstm`` and ``torch.cat`` (recorded by autograd: ``symbolic_autograd_torch1.cat``) as
-    symbolic-friendly Python (see the module docstring)."""
+    """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
+    ``chunk``, ``unbind``, ``torch.lstm``, ``torch.einsum`` and ``torch.cat`` (recorded by autograd:
+    ``symbolic_autograd_torch1.cat``) as symbolic-friendly Python (see the module docstring)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -35,12 +35,18 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
         out = NotImplemented
         if func is torch.Tensor.__getitem__ and len(args) == 2 and not kwargs:
             out = basic_getitem(*args)
+        elif func is torch.Tensor.__setitem__ and len(args) == 3 and not kwargs:
+            out = basic_setitem(*args)
+            if out is None:
+                return None
         elif func in (torch.Tensor.chunk, torch.chunk):
             out = chunk_as_split(*args, **kwargs)
         elif func in (torch.Tensor.unbind, torch.unbind):
             out = unbind_function(*args, **kwargs)
         elif func is torch.lstm:
             out = lstm(*args, **kwargs)
+        elif func is torch.einsum and not kwargs:
+            out = einsum_as_bmm(*args)
         elif func is torch.cat and args and isinstance(args[0], (list, tuple)) \
                 and "out" not in kwargs and all(isinstance(t, torch.Tensor) for t in args[0]):
             out = recorded_cat(list(args[0]), *args[1:], **kwargs)
