@@ -1,10 +1,12 @@
 // cli/program_text.cpp — the summary and graph listings of a Program for `export-cli inspect`.
 #include "program_text.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
 #include "graph_facts.h"
+#include "pt2rt/input_tree.h"
 #include "signature.h"
 #include "tensor_io.h"
 
@@ -143,6 +145,18 @@ std::string percent(uint64_t part, uint64_t whole) {
 
 void print_signature(std::ostream& out, const Program& program) {
   out << "signature\n";
+  const bool structured = std::any_of(program.inputs.begin(), program.inputs.end(),
+                                      [](const InputParam& p) {
+                                        return p.spec.kind != InputSpec::Kind::Tensor;
+                                      });
+  if (structured) {  // schema 1.6: forward() took tuples, lists or dicts of tensors
+    out << "  forward(";
+    for (size_t i = 0; i < program.inputs.size(); ++i) {
+      out << (i ? ", " : "") << program.inputs[i].name << ": "
+          << input_spec_string(program.inputs[i].spec);
+    }
+    out << ")\n";
+  }
   if (const Graph* g = signature_graph(program)) {
     for (const auto& in : user_inputs(*g)) {
       out << "  input " << in.index << " (" << in.name

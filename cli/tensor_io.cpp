@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "pickle_compat.h"
 #include "pt2rt/errors.h"
+#include "pt2rt/input_tree.h"
 
 namespace pt2rt::cli {
 namespace {
@@ -131,9 +132,50 @@ std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::str
   return tensors;
 }
 
+namespace {
+
+/// A model whose forward() took tuples, lists or dicts (pt2rt/input_tree.h): the file holds
+/// the arguments as a tuple or list (positional), a dict by parameter name, or one tensor.
+std::vector<at::Tensor> load_structured_inputs(const c10::IValue& value, const std::string& path,
+                                               const std::string& what,
+                                               const Signature& signature) {
+  std::vector<c10::IValue> args;
+  NamedValues kwargs;
+  if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) {
+      if (!entry.key().isString()) {
+        throw UsageError(what + ": " + path + " is a dict with a " + kind_of(entry.key()) +
+                         " key; expected {parameter name: value}");
+      }
+      kwargs.emplace_back(entry.key().toStringRef(), entry.value());
+    }
+  } else if (value.isTuple()) {
+    args = value.toTupleRef().elements().vec();
+  } else if (value.isList()) {
+    args = value.toListRef().vec();
+  } else if (value.isTensor()) {
+    args = {value};
+  } else {
+    throw UsageError(what + ": " + path + " holds a " + kind_of(value) +
+                     "; expected the arguments as a tuple or list, or a dict by parameter name");
+  }
+  try {
+    return flatten_inputs(signature, args, kwargs);
+  } catch (const InputError& e) {
+    throw UsageError(what + ": " + path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 std::vector<at::Tensor> load_inputs(const std::string& path, const std::string& what,
                                     const Signature& signature) {
   c10::IValue value = read_pickle(path, what);
+  const bool nested = std::any_of(signature.params.begin(), signature.params.end(),
+                                  [](const InputParam& p) {
+                                    return p.spec.kind != InputSpec::Kind::Tensor;
+                                  });
+  if (nested) return load_structured_inputs(value, path, what, signature);
   if (!value.isGenericDict()) return load_tensor_list(path, what);
   std::vector<at::Tensor> tensors(signature.inputs.size());
   std::vector<bool> given(signature.inputs.size(), false);

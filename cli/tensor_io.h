@@ -30,8 +30,12 @@ std::vector<at::Tensor> load_tensor_list(const std::string& path, const std::str
 /// The user inputs of a call from an --inputs file: a tuple or list of tensors in forward()
 /// order (load_tensor_list), or a dict {input name: tensor} holding every input of
 /// `signature` by name (`torch.save({"x": x, "mask": m}, "in.pt")`, as
-/// `ExportedProgram.module()(**kwargs)` takes them).
-/// @throws UsageError naming the missing or unknown input, or as load_tensor_list.
+/// `ExportedProgram.module()(**kwargs)` takes them). A model exported with a tuple, list or
+/// dict argument (Signature::params, schema 1.6) takes its arguments as forward() did: a
+/// tuple or list of them in order, or a dict by parameter name, each value a tensor or the
+/// exported structure (`torch.save(([a, b], {"mask": m}), "in.pt")`; pt2rt/input_tree.h).
+/// @throws UsageError naming the missing or unknown input (or the path whose structure
+///   differs), or as load_tensor_list.
 std::vector<at::Tensor> load_inputs(const std::string& path, const std::string& what,
                                     const Signature& signature);
 

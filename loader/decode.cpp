@@ -149,6 +149,12 @@ class Converter {
         out.output_names.push_back(str(n));
       }
     }
+    if (const auto* params = p.inputs()) {
+      for (const auto* param : *params) {
+        charge(sizeof(InputParam));
+        out.inputs.push_back({str(param->name()), input_spec(param->spec(), 0)});
+      }
+    }
     return out;
   }
 
@@ -168,6 +174,28 @@ class Converter {
            ": the program references the same strings or vectors from many tables, or is "
            "larger than this limit allows");
     }
+  }
+
+  /// Schema 1.6 InputSpec; absent: a Tensor. Nesting beyond kMaxInputSpecDepth is refused
+  /// here, before the recursion could go deeper.
+  InputSpec input_spec(const fbs::InputSpec* s, int depth) {
+    InputSpec out;
+    if (s == nullptr) return out;
+    if (depth > static_cast<int>(kMaxInputSpecDepth)) {
+      bad("an input's structure (InputSpec) nests more than " +
+          std::to_string(kMaxInputSpecDepth) + " levels");
+    }
+    out.kind = static_cast<InputSpec::Kind>(s->kind());
+    if (const auto* keys = s->keys()) {
+      for (const auto* k : *keys) out.keys.push_back(str(k));
+    }
+    if (const auto* children = s->children()) {
+      for (const auto* c : *children) {
+        charge(sizeof(InputSpec));
+        out.children.push_back(input_spec(c, depth + 1));
+      }
+    }
+    return out;
   }
 
   std::string str(const flatbuffers::String* s) {

@@ -199,6 +199,13 @@ bool OutputDescriptor::operator==(const OutputDescriptor& o) const {
          same(base, o.base);
 }
 
+size_t InputSpec::num_tensors() const {
+  if (kind == Kind::Tensor) return 1;
+  size_t n = 0;
+  for (const InputSpec& c : children) n += c.num_tensors();
+  return n;
+}
+
 const Graph* Program::graph(GraphRole role) const {
   for (const Graph& g : graphs) {
     if (g.role == role) return &g;

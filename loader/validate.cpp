@@ -51,7 +51,7 @@ bool checked_nbytes(int64_t numel, c10::ScalarType dtype, uint64_t* out) {
 
 namespace {
 
-/// Program::output_names: each at most this long (as other names shown in messages).
+/// Program::output_names, input parameter names and keys: each at most this long.
 constexpr size_t kMaxOutputNameBytes = 256;
 
 std::string join(const std::vector<int64_t>& v) {
@@ -84,6 +84,7 @@ class Validator {
     check_pairing();
     check_examples();
     check_output_names();
+    check_inputs();
   }
 
  private:
@@ -545,8 +546,7 @@ class Validator {
   void check_output_names() {
     where_.clear();
     if (p_.output_names.empty()) return;
-    const Graph* g = p_.graph(GraphRole::Inference);
-    if (g == nullptr) g = p_.graph(GraphRole::Forward);
+    const Graph* g = signature_graph();
     size_t outputs = 0;
     if (g != nullptr) {
       for (const GraphOutput& o : g->outputs) outputs += o.descriptor.kind == OutputKind::Plain;
@@ -555,10 +555,57 @@ class Validator {
       fail(std::to_string(p_.output_names.size()) + " output names for " +
            std::to_string(outputs) + " user outputs");
     }
+    check_names(p_.output_names, "output name");
+  }
+
+  /// Program::inputs (schema 1.6): none (older archives), or forward()'s parameters whose
+  /// structures hold as many tensors as the signature graph has user inputs; names and Dict
+  /// keys as output names are; kinds known; keys in Dicts only, one per child.
+  void check_inputs() {
+    where_.clear();
+    if (p_.inputs.empty()) return;
+    const Graph* g = signature_graph();
+    size_t inputs = 0;
+    if (g != nullptr) {
+      for (const GraphInput& i : g->inputs) inputs += i.descriptor.kind == InputKind::Plain;
+    }
+    std::vector<std::string> names;
+    size_t tensors = 0;
+    for (const InputParam& param : p_.inputs) {
+      names.push_back(param.name);
+      check_input_spec(param.spec, "input '" + param.name + "'");
+      tensors += param.spec.num_tensors();
+    }
+    check_names(names, "input parameter name");
+    if (tensors != inputs) {
+      fail("the input parameters hold " + std::to_string(tensors) + " tensors for " +
+           std::to_string(inputs) + " user inputs");
+    }
+  }
+
+  void check_input_spec(const InputSpec& s, const std::string& what) {
+    if (static_cast<uint8_t>(s.kind) > static_cast<uint8_t>(InputSpec::Kind::Dict)) {
+      fail(what + ": unknown InputSpecKind " + std::to_string(static_cast<int>(s.kind)));
+    }
+    if (s.kind == InputSpec::Kind::Tensor && !s.children.empty()) {
+      fail(what + ": a Tensor with children");
+    }
+    if (s.kind == InputSpec::Kind::Dict ? s.keys.size() != s.children.size() : !s.keys.empty()) {
+      fail(what + ": " + std::to_string(s.keys.size()) + " keys for " +
+           std::to_string(s.children.size()) + " children");
+    }
+    check_names(s.keys, what + " key");
+    for (size_t i = 0; i < s.children.size(); ++i) {
+      check_input_spec(s.children[i], what + "[" + std::to_string(i) + "]");
+    }
+  }
+
+  /// Each name 1..kMaxOutputNameBytes bytes, no control character, all different.
+  void check_names(const std::vector<std::string>& names, const std::string& what_each) {
     std::set<std::string> seen;
-    for (size_t i = 0; i < p_.output_names.size(); ++i) {
-      const std::string& n = p_.output_names[i];
-      const std::string what = "output name " + std::to_string(i);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string& n = names[i];
+      const std::string what = what_each + " " + std::to_string(i);
       if (n.empty() || n.size() > kMaxOutputNameBytes) {
         fail(what + " is " + std::to_string(n.size()) + " bytes long (1 to " +
              std::to_string(kMaxOutputNameBytes) + " allowed)");
@@ -568,6 +615,11 @@ class Validator {
       }
       if (!seen.insert(n).second) fail(what + " '" + n + "' is used twice");
     }
+  }
+
+  const Graph* signature_graph() const {
+    const Graph* g = p_.graph(GraphRole::Inference);
+    return g != nullptr ? g : p_.graph(GraphRole::Forward);
   }
 
   void check_examples() {

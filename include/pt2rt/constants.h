@@ -28,7 +28,9 @@ inline constexpr const char* kTrainingStateIdentifier = "PT2T";
 inline constexpr const char* kProgramIdentifier = "PT2R";
 /// Schema version this build reads and writes (schema/README.md).
 inline constexpr uint32_t kSchemaMajor = 1;
-inline constexpr uint32_t kSchemaMinor = 5;
+inline constexpr uint32_t kSchemaMinor = 6;
+/// Schema 1.6: the most levels an input's structure (InputSpec) may nest below its parameter.
+inline constexpr uint32_t kMaxInputSpecDepth = 16;
 /// Every STORED entry's data starts on this boundary (bytes).
 inline constexpr std::size_t kDataAlignment = 64;
 /// Gradient sketches (schema 1.2, pt2rt/grad_sketch.h): the seed and projection count the

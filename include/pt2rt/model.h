@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "pt2rt/input_tree.h"
 #include "pt2rt/load_options.h"
 #include "pt2rt/program.h"
 #include "pt2rt/signature.h"
@@ -92,6 +93,17 @@ class Model {
   /// @throws ExecutionError as forward(inputs).
   NamedTensors forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs) const;
 
+  /// Runs the model on inputs given as forward() took them at export — each parameter a
+  /// tensor, or the tuple / list / str-keyed dict of tensors (nested) it was exported with
+  /// (schema 1.6; torch.export's `in_spec`, `ExportedProgram.module()`'s call): `args`
+  /// positionally, `kwargs` by forward()'s parameter names, flattened by
+  /// pt2rt/input_tree.h's flatten_inputs. Example: a `forward(self, images, batch)` exported
+  /// with a list of two tensors and a dict: `m.call({c10::List<at::Tensor>({a, b})},
+  /// {{"batch", dict}})`. Outputs as forward(args, kwargs).
+  /// @throws InputError as flatten_inputs (naming the path, e.g. `images[1]`), then as
+  ///   forward(inputs). @throws ExecutionError as forward(inputs).
+  NamedTensors call(const std::vector<c10::IValue>& args, const NamedValues& kwargs) const;
+
   /// The user inputs and outputs: names, dtypes, shapes with symbolic dims and their ranges
   /// (pt2rt/signature.h; ExecuTorch's `Module::method_meta("forward")`). Computed at load;
   /// the reference stays valid as long as the Model (to() keeps it).
@@ -147,6 +159,8 @@ class Model {
   struct Impl;
   friend const ModelState& model_state(const Model& model);  // runtime/model/model_impl.h
   explicit Model(std::unique_ptr<Impl> impl);
+  /// Outputs named by the signature (positionally past its names).
+  NamedTensors named_outputs(std::vector<at::Tensor> outputs) const;
   std::unique_ptr<Impl> impl_;
 };
 

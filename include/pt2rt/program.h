@@ -321,6 +321,24 @@ struct Producer {
   std::string capture_device = "cpu";
 };
 
+/// The structure of one forward() parameter as passed at export (schema 1.6; torch.export's
+/// `in_spec`): a Tensor (one user input), or a Tuple / List / Dict of `children` in order
+/// (a Dict's `keys`, one per child). Its tensors, in this order, are consecutive user inputs.
+struct InputSpec {
+  enum class Kind : uint8_t { Tensor = 0, Tuple = 1, List = 2, Dict = 3 };
+  Kind kind = Kind::Tensor;
+  std::vector<std::string> keys;       ///< Dict only: one per child
+  std::vector<InputSpec> children;
+  /// The number of tensors below this node (1 for a Tensor).
+  size_t num_tensors() const;
+};
+
+/// One forward() parameter passed at export, with its structure (schema 1.6).
+struct InputParam {
+  std::string name;
+  InputSpec spec;
+};
+
 /// The whole decoded program. Weight bytes are not here (see weights.h).
 struct Program {
   uint32_t schema_major = 0;
@@ -339,6 +357,11 @@ struct Program {
   /// positionally, "[i]"). Validated: as many as user outputs, 1..256 bytes without control
   /// characters, all different.
   std::vector<std::string> output_names;
+  /// forward()'s parameters as passed at export, positional ones first (schema 1.6). Empty for
+  /// archives before 1.6: every user input is then one Tensor parameter. Validated: at most
+  /// 16 levels of nesting, Dict keys 1..256 bytes without control characters and all
+  /// different within their Dict, parameter names likewise, as many tensors as user inputs.
+  std::vector<InputParam> inputs;
 
   /// The graph with this role, or nullptr when the archive has none.
   const Graph* graph(GraphRole role) const;

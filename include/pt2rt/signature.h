@@ -66,6 +66,9 @@ struct Signature {
   std::vector<TensorSpec> inputs;   ///< user inputs in forward() order (Plain(0), Plain(1), ...)
   std::vector<TensorSpec> outputs;  ///< user outputs in flattened return order
   std::vector<SymbolSpec> symbols;  ///< Program::symbols; empty for a static export
+  /// forward()'s parameters as exported, with their structures (Program::inputs, schema 1.6);
+  /// for older archives one Tensor parameter per input, named as the input.
+  std::vector<InputParam> params;
   /// Index of the input / output with this name, or -1.
   int64_t input_index(const std::string& name) const;
   int64_t output_index(const std::string& name) const;

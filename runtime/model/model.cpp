@@ -11,10 +11,12 @@
 #include "exec/input_check.h"
 #include "model/call_bounds.h"
 #include "model/compile_model.h"
+#include "model/argument_binding.h"
 #include "model/model_impl.h"
 #include "pt2rt/archive.h"
 #include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
+#include "pt2rt/input_tree.h"
 #include "pt2rt/mapped_file.h"
 #include "pt2rt/mapped_weights.h"
 #include "pt2rt/text.h"
@@ -139,45 +141,17 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
 
 NamedTensors Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs) const {
   const Signature& sig = impl_->state->signature;
-  const size_t n = sig.inputs.size();
-  auto names = [&] {
-    std::string all;
-    for (const TensorSpec& in : sig.inputs) all += (all.empty() ? "" : ", ") + quoted(in.name);
-    return all.empty() ? std::string("no inputs") : "inputs " + all;
-  };
-  if (args.size() > n) {
-    throw InputError(std::to_string(args.size()) + " positional inputs for a model that takes " +
-                     std::to_string(n) + " (" + names() + ")");
-  }
-  std::vector<at::Tensor> inputs(args);
-  inputs.resize(n);
-  std::vector<bool> given(n, false);
-  std::fill(given.begin(), given.begin() + static_cast<std::ptrdiff_t>(args.size()), true);
-  std::string unknown, twice, missing;
-  for (const auto& [name, tensor] : kwargs) {
-    const int64_t i = sig.input_index(name);
-    std::string& list = i < 0 ? unknown : given[static_cast<size_t>(i)] ? twice : missing;
-    if (&list != &missing) {
-      list += (list.empty() ? "" : ", ") + quoted(name);
-      continue;
-    }
-    inputs[static_cast<size_t>(i)] = tensor;
-    given[static_cast<size_t>(i)] = true;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (!given[i]) missing += (missing.empty() ? "" : ", ") + quoted(sig.inputs[i].name);
-  }
-  if (!unknown.empty() || !twice.empty() || !missing.empty()) {
-    std::string msg;
-    auto add = [&](const std::string& what, const std::string& list) {
-      if (!list.empty()) msg += (msg.empty() ? "" : "; ") + what + list;
-    };
-    add("unknown input name(s) ", unknown);
-    add("input(s) given twice ", twice);
-    add("missing input(s) ", missing);
-    throw InputError(msg + " (the model takes " + names() + ")");
-  }
-  std::vector<at::Tensor> outputs = forward(inputs);
+  std::vector<std::string> names;
+  for (const TensorSpec& in : sig.inputs) names.push_back(in.name);
+  return named_outputs(forward(bind_arguments(names, args, kwargs)));
+}
+
+NamedTensors Model::call(const std::vector<c10::IValue>& args, const NamedValues& kwargs) const {
+  return named_outputs(forward(flatten_inputs(impl_->state->signature, args, kwargs)));
+}
+
+NamedTensors Model::named_outputs(std::vector<at::Tensor> outputs) const {
+  const Signature& sig = impl_->state->signature;
   NamedTensors named;
   named.reserve(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -173,6 +173,10 @@ Signature program_signature(const Program& program) {
         value >= 0 && static_cast<size_t>(value) < g->values.size() ? g->values[value].name : "";
     sig.inputs.push_back(tensor_spec(program, *g, idx, value, name));
   }
+  sig.params = program.inputs;
+  if (sig.params.empty()) {
+    for (const TensorSpec& in : sig.inputs) sig.params.push_back({in.name, InputSpec{}});
+  }
   const auto outputs = plain_values(g->outputs, OutputKind::Plain);
   for (size_t i = 0; i < outputs.size(); ++i) {
     // validate_program: output_names is empty or has one name per Plain output

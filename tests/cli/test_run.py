@@ -203,3 +203,32 @@ def test_seed_repeats_the_random_draws_of_a_training_run(cli, tmp_path):
         cli.ok("run", path, "--train", "--seed", seed, "--outputs", out)
         runs.append(torch.load(str(out))[0])
     assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
+
+
+def test_inputs_file_with_a_list_and_a_dict(cli, tmp_path):
+    """A model exported with forward(images: [a, b], batch: {"scale", "bias"}) (schema 1.6):
+    --inputs takes the arguments as forward() did — a tuple of them, or a dict by parameter
+    name — and a value of another structure is one usage line naming its path."""
+    import signature_models as sm
+    path = tmp_path / "list_dict.pt2"
+    model = sm.export_list_dict(str(path))
+    images, batch = sm.list_dict_example(batch=4, seed=3)
+    with torch.no_grad():
+        want = model.eval()(images, batch)
+    out_file = tmp_path / "out.pt"
+    for name, value in (("tuple", (images, batch)), ("dict", {"batch": batch, "images": images})):
+        cli.ok("run", path, "--inputs", save_tensors(tmp_path / f"{name}.pt", value),
+               "--outputs", out_file)
+        assert_close(torch.load(str(out_file))[0], want, msg=name)
+    r = cli.ok("run", path, "--train", "--inputs", save_tensors(tmp_path / "t.pt", (images, batch)))
+    assert "(training)" in r.out
+    r = cli.ok("inspect", path)
+    assert "forward(images: list[Tensor, Tensor], batch: dict['scale': Tensor, 'bias': Tensor])" \
+        in r.out, r.out
+    assert "input 3 (batch['bias']): float32[4]" in r.out, r.out
+    cli.usage_error("run", path, "--inputs",
+                    save_tensors(tmp_path / "short.pt", ([images[0]], batch)),
+                    mentions=["'images'", "list[Tensor, Tensor]", "list of 1"])
+    cli.usage_error("run", path, "--inputs",
+                    save_tensors(tmp_path / "keys.pt", (images, {"scale": batch["scale"]})),
+                    mentions=["'batch'", "'bias'"])

@@ -34,6 +34,33 @@ class KwargsDict(torch.nn.Module):
         return {"logits": self.head(h), "hidden": (h, h.sum(-1))}
 
 
+class ListDict(torch.nn.Module):
+    """``forward(images, batch)`` taking a list of two float32 [N, 8] tensors and a dict
+    ``{"scale": [N, 8], "bias": [4]}`` (schema 1.6 input structures): user inputs
+    ``images[0]``, ``images[1]``, ``batch['scale']``, ``batch['bias']``; one output [N, 4]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.enc = torch.nn.Linear(8, 4)
+
+    def forward(self, images, batch):
+        return self.enc(images[0] * batch["scale"] + images[1]) + batch["bias"]
+
+
+def list_dict_example(batch: int = BATCH, seed: int = 0):
+    """(images, batch) for ListDict."""
+    g = torch.Generator().manual_seed(seed)
+    return ([torch.randn(batch, 8, generator=g), torch.randn(batch, 8, generator=g)],
+            {"scale": torch.rand(batch, 8, generator=g) + 0.5, "bias": torch.randn(4, generator=g)})
+
+
+def export_list_dict(path: str) -> torch.nn.Module:
+    model = ListDict()
+    pt2rt.export(model, list_dict_example()).save(path)
+    return model
+
+
 def example(batch: int = BATCH, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
     """(x, scale): float32 [batch, 8] each."""
     g = torch.Generator().manual_seed(seed)
@@ -73,6 +100,7 @@ def rewrite(src: str, dst: str, edit: Callable[[Program], None]) -> str:
 
 
 def as_schema_1_3(program: Program) -> None:
-    """What an exporter before schema 1.4 wrote: no output names."""
+    """What an exporter before schema 1.4 wrote: no output names (nor input structures)."""
     program.schema_minor = 3
     program.output_names = []
+    program.inputs = []

@@ -30,7 +30,7 @@ def test_output_names_are_pytree_paths(static):
     _, loaded = static
     assert loaded.program.output_names == sm.OUTPUT_NAMES
     assert (loaded.program.schema_major, loaded.program.schema_minor) == (
-        constants.SCHEMA_MAJOR, constants.SCHEMA_MINOR) == (1, 5)
+        constants.SCHEMA_MAJOR, constants.SCHEMA_MINOR) == (1, 6)
     sig = loaded.signature
     assert [s.name for s in sig.inputs] == ["x", "scale"]
     assert [s.name for s in sig.outputs] == sm.OUTPUT_NAMES

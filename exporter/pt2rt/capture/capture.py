@@ -25,6 +25,7 @@ from ..errors import CaptureError, ExportError, ExportTypeError
 from ..ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from ..ir.graph_ir import (CapturedProgram, ConstantTable, ExportSignature, GraphRole, WeightKind,
                            WeightSpec)
+from ..ir.input_spec import InputSpec, flatten as flatten_input
 from ..passes import export_policy
 from ..passes.annotate import annotate
 from ..passes.graph_passes import zero_tangents_of_parameter_mutations
@@ -105,7 +106,8 @@ def make_signature(model: torch.nn.Module, args: Sequence[Any],
     """Binds ``args``/``kwargs`` to ``model.forward``'s parameters and flattens them.
 
     Raises:
-        ExportTypeError: an input is not a tensor, or kwargs is not a dict of str.
+        ExportTypeError: an input is not a tensor or a tuple, list or str-keyed dict of them
+            (``input_spec.flatten``), or kwargs is not a dict of str.
         ExportError: the arguments do not match forward()'s signature.
     """
     try:
@@ -115,24 +117,26 @@ def make_signature(model: torch.nn.Module, args: Sequence[Any],
         raise ExportError(f"pt2rt.export: the example inputs do not match "
                           f"{type(model).__name__}.forward{inspect.signature(model.forward)}: {e}"
                           ) from e
+    params: List[str] = []
+    specs: List[InputSpec] = []
     names: List[str] = []
     flat: List[torch.Tensor] = []
-    for i, a in enumerate(args):
-        names.append(_positional_name(sig, i))
-        flat.append(a)
-    params = list(sig.parameters)
-    for name in sorted(kwargs, key=lambda n: params.index(n) if n in params else len(params)):
-        names.append(name)
-        flat.append(kwargs[name])
+    passed = [(_positional_name(sig, i), a) for i, a in enumerate(args)]
+    order = list(sig.parameters)
+    passed += [(n, kwargs[n]) for n in sorted(kwargs, key=lambda n: order.index(n)
+                                              if n in order else len(order))]
+    for param, value in passed:
+        spec, leaves = flatten_input(value, param)
+        params.append(param)
+        specs.append(spec)
+        names += list(spec.leaf_names(param))
+        flat += leaves
     for name, x in zip(names, flat):
-        if not isinstance(x, torch.Tensor):
-            raise ExportTypeError(f"pt2rt.export: input {name!r} is a {type(x).__name__}; every "
-                                  "example input must be a torch.Tensor")
         if x.layout != torch.strided:
             raise ExportTypeError(f"pt2rt.export: input {name!r} has layout {x.layout}; only "
                                   "strided (dense) tensors are supported")
     del bound
-    return ExportSignature(names, len(args)), flat
+    return ExportSignature(names, len(args), params=params, specs=specs), flat
 
 
 def _positional_name(sig: inspect.Signature, i: int) -> str:
@@ -180,6 +184,12 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     sig, flat = make_signature(model, tuple(args), kwargs)
     weights = collect_weights(model)
     backend = select_backend()
+    if dynamic_shapes is not None and sig.nested():
+        which = next(p for p, sp in zip(sig.params, sig.specs) if sp.num_leaves() != 1
+                     or sp.children)
+        raise ExportError(f"pt2rt.export: dynamic_shapes with an input that is a tuple, list or "
+                          f"dict (input {which!r}) is not supported yet; export it with static "
+                          "shapes (dynamic_shapes=None)")
     dims = normalize_dynamic_shapes(dynamic_shapes, sig.input_names, flat)
     dynamic = None
     if dims is not None:

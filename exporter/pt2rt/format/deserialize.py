@@ -15,6 +15,7 @@ from ..errors import FormatError
 from ..ir import constants
 from ..ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from ..ir.graph_ir import GraphRole, WeightKind
+from ..ir.input_spec import InputSpec, SpecKind
 from ..ir.program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Example, ExampleReferences,
                              GradSketch, Graph, GraphInput, GraphOutput, Node, Operator, Producer,
                              Program, RangeConstraint, SymExpr, Symbol, TensorData, TensorMeta,
@@ -36,6 +37,16 @@ def _vec(obj: Any, field: str, conv: Callable = lambda x: x) -> List:
     n = getattr(obj, field + "Length")()
     get = getattr(obj, field)
     return [conv(get(j)) for j in range(n)]
+
+
+def _input_spec(s, depth: int = 0) -> InputSpec:
+    if s is None:
+        return InputSpec()
+    if depth > constants.MAX_INPUT_SPEC_DEPTH:
+        raise FormatError(f"program.fb: an input's structure nests more than "
+                          f"{constants.MAX_INPUT_SPEC_DEPTH} levels")
+    return InputSpec(SpecKind(s.Kind()), tuple(_vec(s, "Keys", _s)),
+                     tuple(_vec(s, "Children", lambda c: _input_spec(c, depth + 1))))
 
 
 def _device(d) -> Device:
@@ -207,7 +218,8 @@ def read_program(buf: bytes) -> Program:
                                    lambda r: RangeConstraint(r.Symbol(), r.Min(), r.Max())),
             examples=_vec(p, "Examples", _example),
             metadata=dict(_vec(p, "Metadata", lambda kv: (_s(kv.Key()), _s(kv.Value())))),
-            output_names=_vec(p, "OutputNames", _s))
+            output_names=_vec(p, "OutputNames", _s),
+            inputs=_vec(p, "Inputs", lambda i: (_s(i.Name()), _input_spec(i.Spec()))))
     except FormatError:
         raise
     except Exception as e:  # flatbuffers raises struct.error / IndexError / ValueError

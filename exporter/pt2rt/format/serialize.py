@@ -21,6 +21,7 @@ import torch
 from ..ir import constants, dtypes
 from ..ir.descriptors import InputDescriptor, OutputDescriptor, OutputKind
 from ..ir.graph_ir import CapturedProgram, GraphRole, WeightSpec
+from ..ir.input_spec import InputSpec
 from ..ir.output_names import output_names
 from ..ir.program_ir import (ArgKind, Argument, DebugInfo, Device, Dim, Example, GradSketch, Graph,
                              Node, Producer, Program, SymExpr, TensorData, TensorMeta, Value,
@@ -117,6 +118,12 @@ class _Writer:
         b.head = b.Head() - len(data)
         b.Bytes[b.head:b.head + len(data)] = data
         return b.EndVector()
+
+    def input_spec(self, spec: InputSpec) -> int:
+        keys = self.offsets([self.string(k) for k in spec.keys]) if spec.keys else None
+        children = self.offsets([self.input_spec(c) for c in spec.children]) \
+            if spec.children else None
+        return self.table("InputSpec", Kind=int(spec.kind), Keys=keys, Children=children)
 
     def table(self, name: str, **fields: Any) -> int:
         """Builds table ``name``; ``fields``: built offsets or scalars (None = absent)."""
@@ -315,10 +322,13 @@ class _Writer:
                                  for k, v in sorted(p.metadata.items())])
         names = (self.offsets([self.string(n) for n in p.output_names]) if p.output_names
                  else None)  # absent, as archives before 1.4 have it
+        inputs = self.offsets([self.table("InputParam", Name=self.string(name),
+                                          Spec=self.input_spec(spec))
+                               for name, spec in p.inputs]) if p.inputs else None
         root = self.table("Program", SchemaVersion=version, Producer=producer, Operators=ops,
                           Graphs=graphs, Weights=weights, Symbols=symbols,
                           RangeConstraints=ranges, Examples=examples, Metadata=metadata,
-                          OutputNames=names)
+                          OutputNames=names, Inputs=inputs)
         self.b.Finish(root, file_identifier=constants.PROGRAM_IDENTIFIER.encode())
         return bytes(self.b.Output())
 
@@ -387,7 +397,8 @@ def build_program(captured: CapturedProgram, examples: Sequence[Example] = ()
                       producer=producer, operators=ops.operators, graphs=graphs, weights=weights,
                       examples=list(examples), metadata=metadata,
                       output_names=output_names(captured.signature.out_spec,
-                                                _num_user_outputs(graphs)))
+                                                _num_user_outputs(graphs)),
+                      inputs=list(zip(captured.signature.params, captured.signature.specs)))
     if captured.symbols:
         program.symbols = captured.symbols.symbols()
         program.range_constraints = captured.symbols.range_constraints()

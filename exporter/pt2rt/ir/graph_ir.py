@@ -90,22 +90,38 @@ class ConstantTable:
 class ExportSignature:
     """The model's calling convention at export.
 
-    ``input_names[i]`` is the forward() parameter name of flat user input ``Plain(i)``
-    (positional args first, then keyword args in forward()'s parameter order);
-    ``num_args`` of them were passed positionally. ``out_spec`` is the torch.utils._pytree
-    spec of forward()'s return value, whose leaves are the ``Plain(i)`` outputs.
+    ``params[k]`` is the name of the k-th forward() parameter passed at export (positional
+    ones first — ``num_args`` of them —, then keyword ones in forward()'s parameter order) and
+    ``specs[k]`` its structure (``input_spec.py``: a tensor, or a tuple / list / dict of them);
+    their tensors, in flatten order, are the flat user inputs ``Plain(i)``, and
+    ``input_names[i]`` is input i's path (``x``, ``images[0]``, ``batch['mask']``).
+    ``out_spec`` is the torch.utils._pytree spec of forward()'s return value, whose leaves are
+    the ``Plain(i)`` outputs.
     """
 
     input_names: List[str]
     num_args: int
     out_spec: Any = None
     num_outputs: int = 0
+    params: List[str] = field(default_factory=list)
+    specs: List[Any] = field(default_factory=list)  # input_spec.InputSpec, one per param
 
     def split(self, flat: List[Any]) -> Tuple[tuple, Dict[str, Any]]:
         """Flat user inputs -> (args, kwargs) for ``model(*args, **kwargs)``."""
-        args = tuple(flat[: self.num_args])
-        kwargs = dict(zip(self.input_names[self.num_args:], flat[self.num_args:]))
-        return args, kwargs
+        if not self.specs:  # every parameter one tensor
+            args = tuple(flat[: self.num_args])
+            kwargs = dict(zip(self.input_names[self.num_args:], flat[self.num_args:]))
+            return args, kwargs
+        from .input_spec import unflatten
+        leaves = iter(flat)
+        values = [unflatten(s, leaves) for s in self.specs]
+        return tuple(values[: self.num_args]), dict(zip(self.params[self.num_args:],
+                                                        values[self.num_args:]))
+
+    def nested(self) -> bool:
+        """Whether a parameter is not a single tensor."""
+        from .input_spec import SpecKind
+        return any(s.kind is not SpecKind.Tensor for s in self.specs)
 
 
 @dataclass

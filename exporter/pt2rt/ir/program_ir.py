@@ -272,6 +272,9 @@ class Program:
     metadata: Dict[str, str] = field(default_factory=dict)
     # schema 1.4: one name per user output (output_names.py); empty in older archives
     output_names: List[str] = field(default_factory=list)
+    # schema 1.6: forward()'s parameters as passed at export, each (name, input_spec.InputSpec);
+    # empty in older archives (every user input one tensor parameter)
+    inputs: List[Tuple[str, Any]] = field(default_factory=list)
 
     def graph(self, role: GraphRole) -> Optional[Graph]:
         return next((g for g in self.graphs if g.role == role), None)

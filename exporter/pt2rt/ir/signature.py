@@ -9,7 +9,7 @@ names, dims and ranges, read from the same graph (inference, else forward) by de
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -17,6 +17,7 @@ from ..errors import InputError
 from . import dtypes
 from .descriptors import InputKind, OutputKind
 from .graph_ir import GraphRole
+from .input_spec import TENSOR, InputSpec, leaves_of
 from .output_names import positional_names
 from .program_ir import Graph, Program, SymExpr
 
@@ -59,14 +60,22 @@ class Signature:
     outputs: List[TensorSpec]
     program: Program = field(repr=False)
 
+    def params(self) -> List[Tuple[str, InputSpec]]:
+        """forward()'s parameters with their structures (``Program.inputs``; before schema 1.6
+        every user input one tensor parameter)."""
+        return list(self.program.inputs) or [(s.name, TENSOR) for s in self.inputs]
+
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> List[torch.Tensor]:
-        """Positional then keyword arguments, as the original ``forward`` took them, -> the
-        flat user inputs in ``Plain(i)`` order.
+        """Positional then keyword arguments, as the original ``forward`` took them (tensors,
+        or the tuples, lists and dicts of them it was exported with), -> the flat user inputs
+        in ``Plain(i)`` order.
 
         Raises:
-            InputError: too many positional inputs, unknown, missing or repeated names.
+            InputError: too many positional inputs, unknown, missing or repeated names; a value
+                whose structure is not the exported one (naming its path).
         """
-        names = [s.name for s in self.inputs]
+        params = self.params()
+        names = [n for n, _ in params]
         if len(args) > len(names):
             raise InputError(f"pt2rt: forward takes {len(names)} inputs ({', '.join(names)}), "
                              f"got {len(args)} positional")
@@ -83,7 +92,10 @@ class Signature:
         missing = [n for n in names if n not in bound]
         if missing:
             raise InputError(f"pt2rt: missing input(s) {', '.join(map(repr, missing))}")
-        return [bound[n] for n in names]
+        flat: List[Any] = []
+        for name, spec in params:
+            flat += leaves_of(spec, bound[name], name)
+        return flat
 
     def check(self, inputs: Sequence[Any]) -> None:
         """Checks dtype, rank, static sizes, each symbol's range, equal sizes for one symbol

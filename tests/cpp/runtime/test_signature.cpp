@@ -1,8 +1,13 @@
 // Model::signature(), the named forward, example_inputs(), to(), and schema 1.4's output names
 // (validation, and archives of schema 1.3 without them), on the archives of
 // tests/fixtures/make_signature_fixtures.py: tests/python/signature_models.py's KwargsDict,
-// forward(x, *, scale) -> {"logits": [N, 4], "hidden": ([N, 8], [N])}.
+// forward(x, *, scale) -> {"logits": [N, 4], "hidden": ([N, 8], [N])}; and schema 1.6's input
+// structures (Model::call, flatten_inputs, validation) on its ListDict, forward(images: [a, b],
+// batch: {"scale", "bias"}).
 #include <ATen/ATen.h>
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
 #include <torch/optim/sgd.h>
 
 #include <unistd.h>
@@ -17,6 +22,7 @@
 #include "fixtures.h"
 #include "pt2rt/constants.h"
 #include "pt2rt/errors.h"
+#include "pt2rt/input_tree.h"
 #include "pt2rt/model.h"
 #include "pt2rt/signature.h"
 
@@ -262,5 +268,102 @@ TEST_CASE("damaged output names are a FormatError naming what is wrong", "[signa
     INFO(name);
     CHECK_THROWS_AS(Model::load(fixture("bad_names_" + name + ".pt2")), FormatError);
     CHECK_THROWS_WITH(Model::load(fixture("bad_names_" + name + ".pt2")), Contains(message));
+  }
+}
+
+// ---- schema 1.6: inputs that are a list and a dict (signature_models.ListDict) ----------
+
+namespace {
+
+/// ListDict's eager inputs (a, b, scale, bias) and its eval output (list_dict.pt).
+Reference list_dict_reference() {
+  const char* dir = std::getenv("PT2RT_SIGNATURE_FIXTURES");
+  Record r = load_record_in(dir && *dir ? dir : PT2RT_SIGNATURE_FIXTURES_DIR, "list_dict.pt");
+  return {to_tensors(r.at("inputs")), to_tensors(r.at("outputs"))};
+}
+
+c10::IValue tensor_dict(const at::Tensor& scale, const at::Tensor& bias) {
+  c10::Dict<std::string, at::Tensor> d;
+  d.insert("scale", scale);
+  d.insert("bias", bias);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("call: a list and a dict of tensors, as forward() took them, equal eager PyTorch",
+          "[signature]") {
+  Model m = Model::load(fixture("list_dict.pt2"));
+  const Signature& sig = m.signature();
+  REQUIRE(sig.params.size() == 2);
+  CHECK(sig.params[0].name == "images");
+  CHECK(input_spec_string(sig.params[0].spec) == "list[Tensor, Tensor]");
+  CHECK(input_spec_string(sig.params[1].spec) == "dict['scale': Tensor, 'bias': Tensor]");
+  REQUIRE(sig.inputs.size() == 4);
+  CHECK(sig.inputs[1].name == "images[1]");
+  CHECK(sig.inputs[3].name == "batch['bias']");
+  const auto [in, expected] = list_dict_reference();
+  const c10::IValue images = c10::List<at::Tensor>({in[0], in[1]});
+  const c10::IValue batch = tensor_dict(in[2], in[3]);
+  check_close(m.call({images, batch}, {}).at(0).second, expected[0], "positional");
+  check_close(m.call({}, {{"batch", batch}, {"images", images}}).at(0).second, expected[0],
+              "by name");
+  // a tuple where a list was exported; the flat forward by input name
+  check_close(m.call({c10::ivalue::Tuple::create({in[0], in[1]}), batch}, {}).at(0).second,
+              expected[0], "tuple for list");
+  check_close(m.forward({in[0], in[1], in[2], in[3]}).at(0), expected[0], "flat");
+  // training: one forward + backward through the list and the dict
+  m.train(true);
+  const NamedTensors out = m.call({images, batch}, {});
+  out.at(0).second.sum().backward();
+  for (const auto& [fqn, p] : m.named_parameters()) {
+    INFO(fqn);
+    CHECK(p.grad().defined());
+  }
+}
+
+TEST_CASE("call: a value whose structure is not the exported one is an InputError naming it",
+          "[signature]") {
+  Model m = Model::load(fixture("list_dict.pt2"));
+  const auto [in, expected] = list_dict_reference();
+  const c10::IValue batch = tensor_dict(in[2], in[3]);
+  const std::vector<std::pair<std::vector<c10::IValue>, std::string>> cases = {
+      {{c10::List<at::Tensor>({in[0]}), batch},
+       "input 'images': expected list[Tensor, Tensor], got a list of 1"},
+      {{in[0], batch}, "input 'images': expected list[Tensor, Tensor], got a tensor"},
+      {{c10::List<at::Tensor>({in[0], in[1]}), tensor_dict(in[2], in[3]).toGenericDict().copy()},
+       ""},
+      {{c10::List<at::Tensor>({in[0], in[1]})}, "missing input(s) 'batch'"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(message);
+    if (message.empty()) {
+      CHECK_NOTHROW(m.call(args, {}));
+      continue;
+    }
+    CHECK_THROWS_AS(m.call(args, {}), InputError);
+    CHECK_THROWS_WITH(m.call(args, {}), Contains(message));
+  }
+  c10::Dict<std::string, at::Tensor> wrong;
+  wrong.insert("scale", in[2]);
+  wrong.insert("shift", in[3]);
+  CHECK_THROWS_WITH(m.call({c10::List<at::Tensor>({in[0], in[1]}), wrong}, {}),
+                    Contains("input 'batch': expected dict['scale': Tensor, 'bias': Tensor]"));
+}
+
+TEST_CASE("damaged input structures are a FormatError naming what is wrong",
+          "[signature][hostile]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"count", "the input parameters hold 3 tensors for 4 user inputs"},
+      {"keys", "input 'batch': 1 keys for 2 children"},
+      {"duplicate_key", "input 'batch' key 1 'scale' is used twice"},
+      {"deep", "nests more than 16 levels"},
+      {"kind", "input 'batch': unknown InputSpecKind 7"},
+      {"name", "input parameter name 1 'images' is used twice"},
+  };
+  for (const auto& [name, message] : cases) {
+    INFO(name);
+    CHECK_THROWS_AS(Model::load(fixture("bad_inputs_" + name + ".pt2")), FormatError);
+    CHECK_THROWS_WITH(Model::load(fixture("bad_inputs_" + name + ".pt2")), Contains(message));
   }
 }
