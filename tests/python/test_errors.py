@@ -205,3 +205,25 @@ def test_save_failure_keeps_original(exports, tmp_path, monkeypatch):
         e.save(str(target))
     assert target.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["model.pt2"]
+
+
+def test_frames_of_packages_beside_torch_are_shown():
+    """torchvision/ sits beside torch/ in site-packages: its frames are the user's (a prefix
+    test once took them for torch internals, so a refusal inside torchvision named no line)."""
+    from pt2rt.capture import provenance
+    site = os.path.dirname(provenance._TORCH_DIR)
+    assert provenance._classify(os.path.join(site, "torchvision", "ops", "x.py")) == (False, True)
+    assert provenance._classify(os.path.join(provenance._TORCH_DIR, "_tensor.py")) == (False, False)
+    assert provenance._classify(os.path.join(provenance._TORCH_DIR, "nn", "modules", "conv.py"))[1]
+    assert provenance._classify(provenance._PKG_DIR + "_other" + os.sep + "x.py")[0] is False
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2,
+                    reason="the torch 1.13 capture's refusal")
+def test_a_refusal_inside_torchvision_names_its_line():
+    torchvision = pytest.importorskip("torchvision")
+    model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, num_classes=3).eval()
+    with pytest.raises(pt2rt.CaptureError, match=r"item\(\)") as e:
+        pt2rt.export(model, ([torch.rand(3, 64, 64)],), train=False)
+    assert "torchvision/models/detection/transform.py" in str(e.value), str(e.value)

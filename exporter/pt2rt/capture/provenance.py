@@ -47,17 +47,21 @@ _FRAME_KINDS: Dict[str, Tuple[bool, bool]] = {}  # filename -> (in pt2rt, shown 
 Frames = Tuple[Tuple[str, int, str], ...]  # (filename, lineno, function), outermost first
 
 
+def _under(path: str, directory: str) -> bool:
+    return path.startswith(directory + os.sep)
+
+
 def _classify(filename: str) -> Tuple[bool, bool]:
     kind = _FRAME_KINDS.get(filename)
     if kind is None:
         path = os.path.abspath(filename)
-        if path.startswith(_FUNCTORCH_DIR):
+        if _under(path, _FUNCTORCH_DIR):
             user = False
-        elif path.startswith(_TORCH_DIR):
+        elif _under(path, _TORCH_DIR):  # torchvision/ is not torch/: shown
             user = path.startswith(_KEEP_TORCH) and not path.startswith(_DROP_TORCH)
         else:
             user = True
-        kind = _FRAME_KINDS[filename] = (path.startswith(_PKG_DIR), user)
+        kind = _FRAME_KINDS[filename] = (_under(path, _PKG_DIR), user)
     return kind
 
 
