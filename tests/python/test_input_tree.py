@@ -118,9 +118,41 @@ def test_nesting_deeper_than_the_bound_is_refused():
     assert len(leaves) == 1 and unflatten(spec, iter(leaves))[0][0][0] is not None
 
 
-def test_dynamic_shapes_with_a_structured_input_are_refused_by_name():
-    (images, targets), kwargs = example()
-    with pytest.raises(ExportError, match="input 'images'.*not supported yet"):
-        pt2rt.export(Detector(), (images, targets), kwargs,
-                     dynamic_shapes={"images": None, "targets": None,
-                                     "scale": {0: pt2rt.Dim("n", min=1, max=4)}})
+class Pair(torch.nn.Module):
+    """forward(images: [x, y], batch: {"scale": s, "bias": b}) with a batch dim on x, y, s."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.enc = torch.nn.Linear(8, 4)
+
+    def forward(self, images, batch):
+        return self.enc(images[0] * batch["scale"] + images[1]) + batch["bias"]
+
+
+def pair_example(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return ([torch.randn(n, 8, generator=g), torch.randn(n, 8, generator=g)],
+            {"scale": torch.rand(n, 8, generator=g), "bias": torch.randn(4, generator=g)})
+
+
+def test_dynamic_shapes_mirror_the_input_structure(tmp_path):
+    """torch.export's convention: each argument's dynamic_shapes entry has its structure."""
+    batch = pt2rt.Dim("batch", min=1, max=8)
+    path = str(tmp_path / "pair.pt2")
+    model = Pair()
+    pt2rt.export(model, pair_example(2),
+                 dynamic_shapes={"images": [{0: batch}, {0: batch}],
+                                 "batch": {"scale": {0: batch}}}).save(path)
+    loaded = pt2rt.load(path)
+    assert [s.sizes[0].expr for s in loaded.signature.inputs] == ["batch", "batch", "batch", ""]
+    for n in (1, 8):
+        images, b = pair_example(n, seed=n)
+        with torch.no_grad():
+            want = copy.deepcopy(model).eval()(images, b)
+        assert_close(loaded.module().eval()(images, b), want)
+    with pytest.raises(ExportError, match=r"dynamic_shapes\['images'\] must be None or a "
+                                          r"tuple/list of 2 entries"):
+        pt2rt.export(model, pair_example(2), dynamic_shapes={"images": {0: batch}})
+    with pytest.raises(ExportError, match=r"dynamic_shapes\['batch'\].*keys among"):
+        pt2rt.export(model, pair_example(2), dynamic_shapes={"batch": {"mask": {0: batch}}})

@@ -31,6 +31,7 @@ from ..passes.annotate import annotate
 from ..passes.graph_passes import zero_tangents_of_parameter_mutations
 from ..passes.partition import PARTITIONERS, partition
 from . import portability
+from .dynamic import flatten_structured as flatten_structured_shapes
 from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_train_run
 from .fidelity import (check_gradient_paths, check_no_aliased_constants, check_output_types,
@@ -184,12 +185,8 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     sig, flat = make_signature(model, tuple(args), kwargs)
     weights = collect_weights(model)
     backend = select_backend()
-    if dynamic_shapes is not None and sig.nested():
-        which = next(p for p, sp in zip(sig.params, sig.specs) if sp.num_leaves() != 1
-                     or sp.children)
-        raise ExportError(f"pt2rt.export: dynamic_shapes with an input that is a tuple, list or "
-                          f"dict (input {which!r}) is not supported yet; export it with static "
-                          "shapes (dynamic_shapes=None)")
+    if dynamic_shapes is not None and sig.nested():  # mirrors the structure (torch.export)
+        dynamic_shapes = flatten_structured_shapes(dynamic_shapes, sig.params, sig.specs)
     dims = normalize_dynamic_shapes(dynamic_shapes, sig.input_names, flat)
     dynamic = None
     if dims is not None:

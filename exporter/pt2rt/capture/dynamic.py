@@ -294,3 +294,51 @@ def parse_cli(items: Sequence[str]) -> Dict[str, Dict[int, Any]]:
                 d = d + (int(u.group(4)) if u.group(3) == "+" else -int(u.group(4)))
         spec.setdefault(arg, {})[k] = d
     return spec
+
+
+def flatten_structured(spec: Any, params: List[str], structures: List[Any]) -> Any:
+    """``dynamic_shapes`` for a forward() whose parameters are tuples, lists or dicts of
+    tensors (``ir/input_spec.py``), as torch.export takes it — a dict by parameter name or a
+    tuple/list by position, each entry None or mirroring its parameter's structure down to one
+    tensor's ``{dim: Dim}`` / per-dim tuple — as one entry per flat user input, in their order
+    (what ``normalize`` takes with the inputs' path names).
+
+    Raises:
+        ExportTypeError / ExportError: an entry whose structure is not its parameter's (named
+            by path), an unknown parameter name, a wrong number of entries.
+    """
+    from ..ir.input_spec import SpecKind
+    if isinstance(spec, dict):
+        unknown = [k for k in spec if k not in params]
+        if unknown:
+            raise ExportError(f"pt2rt.export: dynamic_shapes names unknown argument "
+                              f"{unknown[0]!r}; forward() takes {', '.join(params)}")
+        entries = [spec.get(p) for p in params]
+    elif isinstance(spec, (tuple, list)) and len(spec) == len(params):
+        entries = list(spec)
+    else:
+        raise ExportTypeError(f"pt2rt.export: dynamic_shapes must be a dict keyed by argument "
+                              f"name or a tuple/list of {len(params)} entries (one per argument: "
+                              f"{', '.join(params)})")
+
+    def leaves(structure: Any, entry: Any, path: str) -> List[Any]:
+        if structure.kind is SpecKind.Tensor or entry is None:
+            return [entry] if structure.kind is SpecKind.Tensor else \
+                [None] * structure.num_leaves()
+        if structure.kind is SpecKind.Dict:
+            if not isinstance(entry, dict) or not set(entry) <= set(structure.keys):
+                raise ExportError(f"pt2rt.export: dynamic_shapes[{path!r}] must be None or a "
+                                  f"dict with keys among {list(structure.keys)} (the input's), "
+                                  f"got {entry!r}")
+            items = [(f"{path}[{k!r}]", c, entry.get(k))
+                     for k, c in zip(structure.keys, structure.children)]
+        else:
+            if not isinstance(entry, (tuple, list)) or len(entry) != len(structure.children):
+                raise ExportError(f"pt2rt.export: dynamic_shapes[{path!r}] must be None or a "
+                                  f"tuple/list of {len(structure.children)} entries (one per "
+                                  f"element of the input), got {entry!r}")
+            items = [(f"{path}[{i}]", c, e) for i, (c, e) in enumerate(zip(structure.children,
+                                                                            entry))]
+        return [leaf for p, c, e in items for leaf in leaves(c, e, p)]
+
+    return [leaf for p, st, e in zip(params, structures, entries) for leaf in leaves(st, e, p)]
