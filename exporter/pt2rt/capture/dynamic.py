@@ -159,20 +159,7 @@ def normalize(spec: Any, names: Sequence[str], inputs: Sequence[torch.Tensor]
     """
     if spec is None:
         return None
-    if isinstance(spec, dict):
-        unknown = [k for k in spec if k not in names]
-        if unknown:
-            raise ExportError(f"pt2rt.export: dynamic_shapes names unknown argument "
-                              f"{unknown[0]!r}; forward() takes {', '.join(names)}")
-        entries = [spec.get(n) for n in names]
-    elif isinstance(spec, (tuple, list)):
-        if len(spec) != len(names):
-            raise ExportError(f"pt2rt.export: dynamic_shapes has {len(spec)} entries but the "
-                              f"model takes {len(names)} inputs ({', '.join(names)})")
-        entries = list(spec)
-    else:
-        raise ExportTypeError(f"pt2rt.export: dynamic_shapes must be a dict keyed by argument "
-                              f"name or a tuple/list in argument order, got {type(spec).__name__}")
+    entries = _per_argument(spec, names)
     cache: Dict[int, Dim] = {}
     result: List[InputDims] = []
     for name, entry, x in zip(names, entries, inputs):
@@ -296,6 +283,29 @@ def parse_cli(items: Sequence[str]) -> Dict[str, Dict[int, Any]]:
     return spec
 
 
+def _per_argument(spec: Any, names: List[str]) -> List[Any]:
+    """``dynamic_shapes``' entry for each of ``names``: from a dict keyed by name (absent:
+    None) or a tuple/list in order.
+
+    Raises:
+        ExportError: an unknown name, or another number of entries.
+        ExportTypeError: ``spec`` is neither.
+    """
+    if isinstance(spec, dict):
+        unknown = [k for k in spec if k not in names]
+        if unknown:
+            raise ExportError(f"pt2rt.export: dynamic_shapes names unknown argument "
+                              f"{unknown[0]!r}; forward() takes {', '.join(names)}")
+        return [spec.get(n) for n in names]
+    if isinstance(spec, (tuple, list)):
+        if len(spec) != len(names):
+            raise ExportError(f"pt2rt.export: dynamic_shapes has {len(spec)} entries but the "
+                              f"model takes {len(names)} inputs ({', '.join(names)})")
+        return list(spec)
+    raise ExportTypeError(f"pt2rt.export: dynamic_shapes must be a dict keyed by argument "
+                          f"name or a tuple/list in argument order, got {type(spec).__name__}")
+
+
 def flatten_structured(spec: Any, params: List[str], structures: List[Any]) -> Any:
     """``dynamic_shapes`` for a forward() whose parameters are tuples, lists or dicts of
     tensors (``ir/input_spec.py``), as torch.export takes it — a dict by parameter name or a
@@ -308,18 +318,7 @@ def flatten_structured(spec: Any, params: List[str], structures: List[Any]) -> A
             by path), an unknown parameter name, a wrong number of entries.
     """
     from ..ir.input_spec import SpecKind
-    if isinstance(spec, dict):
-        unknown = [k for k in spec if k not in params]
-        if unknown:
-            raise ExportError(f"pt2rt.export: dynamic_shapes names unknown argument "
-                              f"{unknown[0]!r}; forward() takes {', '.join(params)}")
-        entries = [spec.get(p) for p in params]
-    elif isinstance(spec, (tuple, list)) and len(spec) == len(params):
-        entries = list(spec)
-    else:
-        raise ExportTypeError(f"pt2rt.export: dynamic_shapes must be a dict keyed by argument "
-                              f"name or a tuple/list of {len(params)} entries (one per argument: "
-                              f"{', '.join(params)})")
+    entries = _per_argument(spec, params)
 
     def leaves(structure: Any, entry: Any, path: str) -> List[Any]:
         if structure.kind is SpecKind.Tensor or entry is None:
