@@ -1,7 +1,6 @@
 // cli/program_text.cpp — the summary and graph listings of a Program for `export-cli inspect`.
 #include "program_text.h"
 
-#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
@@ -145,11 +144,7 @@ std::string percent(uint64_t part, uint64_t whole) {
 
 void print_signature(std::ostream& out, const Program& program) {
   out << "signature\n";
-  const bool structured = std::any_of(program.inputs.begin(), program.inputs.end(),
-                                      [](const InputParam& p) {
-                                        return p.spec.kind != InputSpec::Kind::Tensor;
-                                      });
-  if (structured) {  // schema 1.6: forward() took tuples, lists or dicts of tensors
+  if (has_structured_inputs(program.inputs)) {  // schema 1.6: tuples, lists or dicts
     out << "  forward(";
     for (size_t i = 0; i < program.inputs.size(); ++i) {
       out << (i ? ", " : "") << program.inputs[i].name << ": "

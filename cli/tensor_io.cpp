@@ -171,11 +171,9 @@ std::vector<at::Tensor> load_structured_inputs(const c10::IValue& value, const s
 std::vector<at::Tensor> load_inputs(const std::string& path, const std::string& what,
                                     const Signature& signature) {
   c10::IValue value = read_pickle(path, what);
-  const bool nested = std::any_of(signature.params.begin(), signature.params.end(),
-                                  [](const InputParam& p) {
-                                    return p.spec.kind != InputSpec::Kind::Tensor;
-                                  });
-  if (nested) return load_structured_inputs(value, path, what, signature);
+  if (has_structured_inputs(signature.params)) {
+    return load_structured_inputs(value, path, what, signature);
+  }
   if (!value.isGenericDict()) return load_tensor_list(path, what);
   std::vector<at::Tensor> tensors(signature.inputs.size());
   std::vector<bool> given(signature.inputs.size(), false);

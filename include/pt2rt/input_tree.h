@@ -33,6 +33,9 @@ std::vector<at::Tensor> flatten_inputs(const Signature& signature,
                                        const std::vector<c10::IValue>& args,
                                        const NamedValues& kwargs);
 
+/// Whether a parameter of `params` is not a single tensor (a tuple, list or dict).
+bool has_structured_inputs(const std::vector<InputParam>& params);
+
 /// `spec` as text: "Tensor", "list[Tensor, Tensor]", "dict['image': Tensor, 'mask': Tensor]".
 std::string input_spec_string(const InputSpec& spec);
 

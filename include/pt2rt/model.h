@@ -159,8 +159,6 @@ class Model {
   struct Impl;
   friend const ModelState& model_state(const Model& model);  // runtime/model/model_impl.h
   explicit Model(std::unique_ptr<Impl> impl);
-  /// Outputs named by the signature (positionally past its names).
-  NamedTensors named_outputs(std::vector<at::Tensor> outputs) const;
   std::unique_ptr<Impl> impl_;
 };
 

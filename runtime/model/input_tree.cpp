@@ -76,6 +76,13 @@ std::vector<at::Tensor> flatten_inputs(const Signature& signature,
   return out;
 }
 
+bool has_structured_inputs(const std::vector<InputParam>& params) {
+  for (const InputParam& p : params) {
+    if (p.spec.kind != InputSpec::Kind::Tensor) return true;
+  }
+  return false;
+}
+
 std::string input_spec_string(const InputSpec& spec) {
   switch (spec.kind) {
     case InputSpec::Kind::Tensor:

@@ -139,19 +139,10 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
   return run_plain(s, *s.inference, inputs);
 }
 
-NamedTensors Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs) const {
-  const Signature& sig = impl_->state->signature;
-  std::vector<std::string> names;
-  for (const TensorSpec& in : sig.inputs) names.push_back(in.name);
-  return named_outputs(forward(bind_arguments(names, args, kwargs)));
-}
+namespace {
 
-NamedTensors Model::call(const std::vector<c10::IValue>& args, const NamedValues& kwargs) const {
-  return named_outputs(forward(flatten_inputs(impl_->state->signature, args, kwargs)));
-}
-
-NamedTensors Model::named_outputs(std::vector<at::Tensor> outputs) const {
-  const Signature& sig = impl_->state->signature;
+/// `outputs` named by the signature (positionally past its names).
+NamedTensors named_outputs(const Signature& sig, std::vector<at::Tensor> outputs) {
   NamedTensors named;
   named.reserve(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -160,6 +151,21 @@ NamedTensors Model::named_outputs(std::vector<at::Tensor> outputs) const {
   }
   return named;
 }
+
+}  // namespace
+
+NamedTensors Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs) const {
+  const Signature& sig = impl_->state->signature;
+  std::vector<std::string> names;
+  for (const TensorSpec& in : sig.inputs) names.push_back(in.name);
+  return named_outputs(sig, forward(bind_arguments(names, args, kwargs)));
+}
+
+NamedTensors Model::call(const std::vector<c10::IValue>& args, const NamedValues& kwargs) const {
+  const Signature& sig = impl_->state->signature;
+  return named_outputs(sig, forward(flatten_inputs(sig, args, kwargs)));
+}
+
 
 const Signature& Model::signature() const { return impl_->state->signature; }
 

@@ -321,9 +321,10 @@ def flatten_structured(spec: Any, params: List[str], structures: List[Any]) -> A
     entries = _per_argument(spec, params)
 
     def leaves(structure: Any, entry: Any, path: str) -> List[Any]:
-        if structure.kind is SpecKind.Tensor or entry is None:
-            return [entry] if structure.kind is SpecKind.Tensor else \
-                [None] * structure.num_leaves()
+        if structure.kind is SpecKind.Tensor:
+            return [entry]
+        if entry is None:
+            return [None] * structure.num_leaves()
         if structure.kind is SpecKind.Dict:
             if not isinstance(entry, dict) or not set(entry) <= set(structure.keys):
                 raise ExportError(f"pt2rt.export: dynamic_shapes[{path!r}] must be None or a "

@@ -29,6 +29,7 @@ import torch
 import torch.fx as fx
 
 from .descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
+from .input_spec import SpecKind, unflatten
 
 
 class GraphRole(enum.IntEnum):
@@ -112,7 +113,6 @@ class ExportSignature:
             args = tuple(flat[: self.num_args])
             kwargs = dict(zip(self.input_names[self.num_args:], flat[self.num_args:]))
             return args, kwargs
-        from .input_spec import unflatten
         leaves = iter(flat)
         values = [unflatten(s, leaves) for s in self.specs]
         return tuple(values[: self.num_args]), dict(zip(self.params[self.num_args:],
@@ -120,7 +120,6 @@ class ExportSignature:
 
     def nested(self) -> bool:
         """Whether a parameter is not a single tensor."""
-        from .input_spec import SpecKind
         return any(s.kind is not SpecKind.Tensor for s in self.specs)
 
 

@@ -79,26 +79,21 @@ def _constant_size_arithmetic() -> Iterator[None]:
     (module docstring)."""
     cls = torch.SymIntNode
 
+    def constant_int(node: Any, what: str) -> int:
+        value = static_int(node)
+        if not isinstance(value, int):
+            py = node.get_pyobj()
+            raise TypeError(f"{what}, not a symbolic size ({py.shape_env.replace(py.expr)})")
+        return value
+
     def constant_float(node: Any) -> float:
-        py = node.get_pyobj()
-        expr = py.shape_env.replace(py.expr)
-        if not getattr(expr, "is_Integer", False):
-            raise TypeError(f"must be real number, not a symbolic size ({expr})")
-        return float(int(expr))
+        return float(constant_int(node, "must be real number"))
 
     def constant_pow(node: Any, other: Any) -> Any:
-        return constant_int(node) ** other
+        return constant_int(node, "unsupported operand type(s) for ** or pow()") ** other
 
     def constant_rpow(node: Any, other: Any) -> Any:
-        return other ** constant_int(node)
-
-    def constant_int(node: Any) -> int:
-        py = node.get_pyobj()
-        expr = py.shape_env.replace(py.expr)
-        if not getattr(expr, "is_Integer", False):
-            raise TypeError(f"unsupported operand type(s) for ** or pow(): a symbolic size "
-                            f"({expr})")
-        return int(expr)
+        return other ** constant_int(node, "unsupported operand type(s) for ** or pow()")
 
     saved = {name: vars(cls).get(name) for name in ("__float__", "__pow__", "__rpow__")}
     cls.__float__ = constant_float
