@@ -4,6 +4,8 @@
 
 #include "python_bridge.h"
 
+#include <ATen/DLConvertor.h>
+
 #include <stdexcept>
 
 namespace pt2rt::bench {
@@ -51,13 +53,13 @@ PyThreadState* g_main_thread = nullptr;
 
 }  // namespace
 
-Python::Python(const std::string& bench_dir) {
+Python::Python(const std::string& bench_dir, const std::string& module) {
   Py_InitializeEx(0);  // no signal handlers: Ctrl-C stays with the C++ program
   PyObject* sys_path = check(PySys_GetObject("path"));  // borrowed
   PyObject* dir = check(PyUnicode_FromString(bench_dir.c_str()));
   PyList_Insert(sys_path, 0, dir);
   Py_DECREF(dir);
-  module_ = check(PyImport_ImportModule("bench_models"));
+  module_ = check(PyImport_ImportModule(module.c_str()));
   // Release the GIL: LibTorch's autograd engine refuses to run while a thread holds it
   // (C++ contenders call backward()); every call into Python below takes it back.
   g_main_thread = PyEval_SaveThread();
@@ -95,6 +97,42 @@ void Python::Callable::operator()() const {
   Py_DECREF(r);
 }
 
+std::vector<at::Tensor> Python::Callable::tensors() const {
+  Gil gil;
+  PyObject* r = PyObject_CallObject(static_cast<PyObject*>(fn_), nullptr);
+  if (!r) throw std::runtime_error(python_error());
+  PyObject* seq = PySequence_Fast(r, "expected a list or tuple of tensors");
+  Py_DECREF(r);
+  check(seq);
+  PyObject* dlpack = PyImport_ImportModule("torch.utils.dlpack");
+  if (!dlpack) {
+    Py_DECREF(seq);
+    throw std::runtime_error(python_error());
+  }
+  std::vector<at::Tensor> out;
+  std::string error;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && error.empty(); ++i) {
+    PyObject* capsule = PyObject_CallMethod(dlpack, "to_dlpack", "O",
+                                            PySequence_Fast_GET_ITEM(seq, i));  // borrowed item
+    if (!capsule) {
+      error = python_error();
+      break;
+    }
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (managed) {
+      out.push_back(at::fromDLPack(managed));  // owns `managed` now: its deleter runs on free
+      PyCapsule_SetName(capsule, "used_dltensor");  // DLPack's protocol: consumed
+    } else {
+      error = python_error();
+    }
+    Py_DECREF(capsule);
+  }
+  Py_DECREF(dlpack);
+  Py_DECREF(seq);
+  if (!error.empty()) throw std::runtime_error(error);
+  return out;
+}
+
 std::pair<Python::Callable, Python::Callable> Python::eager_runner(const std::string& name,
                                                                   bool set_to_none) {
   Gil gil;
@@ -106,6 +144,28 @@ std::pair<Python::Callable, Python::Callable> Python::eager_runner(const std::st
   keep_.push_back(infer);
   keep_.push_back(step);
   return {Callable(infer), Callable(step)};
+}
+
+std::vector<Python::Callable> Python::methods(const std::string& factory,
+                                              const std::vector<std::string>& args,
+                                              const std::vector<std::string>& names) {
+  Gil gil;
+  PyObject* f = check(PyObject_GetAttrString(static_cast<PyObject*>(module_), factory.c_str()));
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(args[i].c_str()));
+  }
+  PyObject* object = PyObject_CallObject(f, tuple);
+  Py_DECREF(tuple);
+  Py_DECREF(f);
+  keep_.push_back(check(object));
+  std::vector<Callable> out;
+  for (const std::string& name : names) {
+    PyObject* m = check(PyObject_GetAttrString(object, name.c_str()));
+    keep_.push_back(m);
+    out.emplace_back(m);
+  }
+  return out;
 }
 
 void Python::set_num_threads(int n) {

@@ -201,7 +201,7 @@ int cmd_profile(int argc, char** argv) {
   const c10::Device device = parse_device(result["device"].as<std::string>());
   std::vector<at::Tensor> inputs;
   LoadOptions load = load_options(result);
-  apply_deployment_options(result, train, load);
+  apply_deployment_options(result, train, device, load);
   Model model = Model::load(path, device, load);
   if (result.count("inputs")) {
     inputs = load_inputs(result["inputs"].as<std::string>(), "--inputs", model.signature());

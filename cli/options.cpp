@@ -119,15 +119,26 @@ void add_deployment_options(cxxopts::Options& options) {
       ("onednn-benchmark", "implies --inference-only; on CPU, time each convolution and linear "
        "layer at load with ATen's kernel and with oneDNN and run the faster "
        "(LoadOptions::onednn_benchmark: results then differ from eager PyTorch by float "
-       "rounding)");
+       "rounding)")
+      ("cuda-graphs", "with --device cuda: record inference calls into a CUDA graph once per "
+       "input shape and replay it (LoadOptions::cuda_graphs; not with --train). run: the "
+       "outputs shown are a replay's; profile: call times are replays' (no per-node rows)");
   // clang-format on
 }
 
-void apply_deployment_options(const cxxopts::ParseResult& result, bool train, LoadOptions& load) {
+void apply_deployment_options(const cxxopts::ParseResult& result, bool train, c10::Device device,
+                              LoadOptions& load) {
   load.onednn_benchmark = result.count("onednn-benchmark") > 0;
   load.inference_only = load.onednn_benchmark || result.count("inference-only") > 0;
   if (train && load.inference_only) {
     throw UsageError("--train cannot run on an --inference-only / --onednn-benchmark load");
+  }
+  load.cuda_graphs = result.count("cuda-graphs") > 0;
+  if (train && load.cuda_graphs) {
+    throw UsageError("--cuda-graphs records inference calls only; drop it with --train");
+  }
+  if (load.cuda_graphs && !device.is_cuda()) {
+    throw UsageError("--cuda-graphs needs --device cuda (it records CUDA kernels)");
   }
 }
 

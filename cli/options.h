@@ -2,6 +2,7 @@
 // is slow to compile, and only the subcommand files parse options).
 #pragma once
 
+#include <c10/core/Device.h>
 #include <cxxopts.hpp>
 #include <optional>
 #include <string>
@@ -48,12 +49,14 @@ void add_load_options(cxxopts::Options& options);
 LoadOptions load_options(const cxxopts::ParseResult& result);
 
 /// Adds --inference-only (LoadOptions::inference_only) and --onednn-benchmark
-/// (LoadOptions::onednn_benchmark, implies --inference-only): the deployment loads of `run`
-/// and `profile`.
+/// (LoadOptions::onednn_benchmark, implies --inference-only), --cuda-graphs
+/// (LoadOptions::cuda_graphs): the deployment loads of `run` and `profile`.
 void add_deployment_options(cxxopts::Options& options);
-/// Sets `load`'s inference_only / onednn_benchmark from those options.
-/// @throws UsageError when `train` (a training call needs the forward/backward graphs).
-void apply_deployment_options(const cxxopts::ParseResult& result, bool train, LoadOptions& load);
+/// Sets `load`'s inference_only / onednn_benchmark / cuda_graphs from those options.
+/// @throws UsageError when `train` (a training call needs the forward/backward graphs; CUDA
+///   graphs record inference calls only), or --cuda-graphs without a CUDA `device`.
+void apply_deployment_options(const cxxopts::ParseResult& result, bool train, c10::Device device,
+                              LoadOptions& load);
 
 /// parse_options on options made by model_options, then the <model.pt2> argument checked by
 /// require_file ("model archive"). std::nullopt when --help was shown (the caller then returns

@@ -7,6 +7,7 @@
 #                                       .debs the GPU machine needs into .gpu-deps/ (ignored
 #                                       by git; carry it to the GPU machine with the tree)
 #   scripts/gpu-check.sh [--out DIR] [--work DIR] [--models a,b] [--skip-parity] [--skip-demo]
+#                        [--skip-sweep] [--bench] [--bench-models a,b]
 #                                       on any Linux machine with an NVIDIA GPU, a CUDA torch
 #                                       wheel in python3 (or $PT2RT_PYTHON), CMake >= 3.18, g++
 #                                       and ninja — no network needed
@@ -25,7 +26,12 @@
 #     CUDA, and archives captured on CUDA verified on the CPU and on CUDA;
 #  5. the digits demo with --device cuda (examples/digits/run_demo.sh: export with a dynamic
 #     batch, verify, fine-tune, evaluate and run on the GPU; >= 0.95 test accuracy);
-#  6. prints the table (also $OUT/table.txt; the logs are under $OUT). Exit 1 when any check
+#  6. with --bench: the CUDA tests ([cuda]: pt2rt's recurrent ops on cuDNN against eager's, CUDA
+#     graph replays against plain calls)
+#     and the CUDA side-by-side benchmark (bench/cuda_side_by_side.cpp: pt2rt vs eager PyTorch
+#     per training step and inference, peak CUDA memory; $OUT/bench.txt, $OUT/bench.json;
+#     PT2RT_BENCH_ARGS adds options, e.g. "--profile --steps 20");
+#  7. prints the table (also $OUT/table.txt; the logs are under $OUT). Exit 1 when any check
 #     failed.
 # TF32: the parity suite runs with NVIDIA_TF32_OVERRIDE=0 (its references are full float32);
 # verify turns TF32 off itself.
@@ -37,6 +43,9 @@ out=${OUT:-$work/out}
 models=""
 skip_parity=0
 skip_demo=0
+skip_sweep=0
+bench=0
+bench_models=""
 die() { echo "gpu-check: error: $*" >&2; exit 2; }
 
 DEBS=(libzip4 libzip-dev zipcmp zipmerge ziptool flatbuffers-compiler flatbuffers-compiler-dev
@@ -62,7 +71,10 @@ while [ $# -gt 0 ]; do
     --models) models=${2:?--models needs a list}; shift 2 ;;
     --skip-parity) skip_parity=1; shift ;;
     --skip-demo) skip_demo=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --skip-sweep) skip_sweep=1; shift ;;
+    --bench) bench=1; shift ;;
+    --bench-models) bench=1; bench_models=${2:?--bench-models needs a list}; shift 2 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) die "unexpected argument '$1' (see --help)" ;;
   esac
 done
@@ -112,7 +124,17 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 
 stamp "build (background) + exports with torch $("$py" -c 'import torch; print(torch.__version__)')"
 jobs=$(nproc)
-( timeout 400 ninja -C "$build" -j"$((jobs > 4 ? jobs - 2 : jobs))" export-cli finetune pt2rt_runtime_tests \
+targets="export-cli finetune pt2rt_runtime_tests"
+if [ $bench = 1 ]; then
+  targets="$targets pt2rt_runtime_unit_tests"
+  # pt2rt_bench_cuda embeds Python: built only where CMake found its development files.
+  if ninja -C "$build" -t targets all 2>/dev/null | grep -q "^pt2rt_bench_cuda:"; then
+    targets="$targets pt2rt_bench_cuda"
+  else
+    echo "gpu-check: warning: no pt2rt_bench_cuda target (no Python embedding files for $py)"
+  fi
+fi
+( timeout 400 ninja -C "$build" -j"$((jobs > 4 ? jobs - 2 : jobs))" $targets \
     > "$out/build.log" 2>&1; echo "rc=$?" >> "$out/build.log" ) &
 build_pid=$!
 sweep=$work/sweep
@@ -125,9 +147,11 @@ if [ $skip_parity = 0 ]; then
       > "$out/fixtures.log" 2>&1; echo "rc=$?" >> "$out/fixtures.log" ) &
   fixtures_pid=$!
 fi
-OMP_NUM_THREADS=2 "$py" "$root/scripts/device_sweep.py" export "$sweep" ${models:+--models "$models"} \
-  --jobs "$(( jobs / 3 > 1 ? jobs / 3 : 1 ))" > "$out/export.log" 2>&1 || true
-tail -n 1 "$out/export.log"
+if [ $skip_sweep = 0 ]; then
+  OMP_NUM_THREADS=2 "$py" "$root/scripts/device_sweep.py" export "$sweep" ${models:+--models "$models"} \
+    --jobs "$(( jobs / 3 > 1 ? jobs / 3 : 1 ))" > "$out/export.log" 2>&1 || true
+  tail -n 1 "$out/export.log"
+fi
 wait "$build_pid" || true
 tail -n 1 "$out/build.log" | grep -q "rc=0" || { grep -E "error|FAILED" "$out/build.log" | head -n 20; die "build failed (log: $out/build.log)"; }
 cli=$build/cli/export-cli
@@ -146,9 +170,11 @@ if [ $skip_parity = 0 ]; then
   fi
   grep -E "^\| |^model|parity" "$out/parity.log" | head -n 40 || true
   # The same archives on the CPU of this LibTorch: what the device adds, and what the torch
-  # version that exported the fixtures does.
+  # version that exported the fixtures does (PT2RT_GPU_CHECK_CPU_PARITY=0 skips it).
   echo "== parity on the CPU (PT2RT_TEST_DEVICE unset)" >> "$out/parity.log"
-  if PT2RT_RUNTIME_FIXTURES=$fixtures timeout 180 "$build/tests/pt2rt_runtime_tests" "[parity]" \
+  if [ "${PT2RT_GPU_CHECK_CPU_PARITY:-1}" = 0 ]; then
+    echo "skipped (PT2RT_GPU_CHECK_CPU_PARITY=0)" >> "$out/parity.log"
+  elif PT2RT_RUNTIME_FIXTURES=$fixtures timeout 180 "$build/tests/pt2rt_runtime_tests" "[parity]" \
        >> "$out/parity.log" 2>&1; then
     parity_rows="$parity_rows
 parity (zoo)  catch2  cpu  ok  the same fixtures on LibTorch's CPU kernels"
@@ -159,9 +185,35 @@ parity (zoo)  catch2  cpu  FAIL  see parity.log"
   fi
 fi
 
-stamp "sweep on CUDA (scripts/device_sweep.py check)"
-OMP_NUM_THREADS=2 timeout 300 "$py" "$root/scripts/device_sweep.py" check "$sweep" --cli "$cli" --device cuda \
-  ${models:+--models "$models"} --jobs 4 > "$out/check.log" 2>&1 || status=1
+if [ $skip_sweep = 0 ]; then
+  stamp "sweep on CUDA (scripts/device_sweep.py check)"
+  OMP_NUM_THREADS=2 timeout 300 "$py" "$root/scripts/device_sweep.py" check "$sweep" --cli "$cli" --device cuda \
+    ${models:+--models "$models"} --jobs 4 > "$out/check.log" 2>&1 || status=1
+fi
+
+bench_rows=""
+if [ $bench = 1 ]; then
+  stamp "CUDA unit tests ([cuda]) and the CUDA side-by-side benchmark"
+  if timeout 120 "$build/tests/pt2rt_runtime_unit_tests" "[cuda]" > "$out/cuda_unit.log" 2>&1 &&
+     { [ $skip_parity = 1 ] || PT2RT_RUNTIME_FIXTURES=$fixtures timeout 180 \
+         "$build/tests/pt2rt_runtime_tests" "[cuda]" >> "$out/cuda_unit.log" 2>&1; }; then
+    bench_rows="cuda unit tests  catch2  cuda  ok  $(tail -n 2 "$out/cuda_unit.log" | head -n 1)"
+  else
+    status=1
+    bench_rows="cuda unit tests  catch2  cuda  FAIL  $(grep -m 3 -E 'FAILED|failed|error' "$out/cuda_unit.log" | tr '\n' ' ' | cut -c1-200)"
+  fi
+  if timeout 400 "$build/bench/pt2rt_bench_cuda" --device cuda --work-dir "$work/bench" \
+       --json "$out/bench.json" ${bench_models:+--models "$bench_models"} ${PT2RT_BENCH_ARGS:-} \
+       > "$out/bench.txt" 2>&1; then
+    bench_rows="$bench_rows
+cuda benchmark  pt2rt vs eager  cuda  ok  see bench.txt"
+  else
+    status=1
+    bench_rows="$bench_rows
+cuda benchmark  pt2rt vs eager  cuda  FAIL  $(tail -n 3 "$out/bench.txt" | tr '\n' ' ' | cut -c1-200)"
+  fi
+  cat "$out/bench.txt"
+fi
 
 demo_row=""
 if [ $skip_demo = 0 ]; then
@@ -178,8 +230,9 @@ fi
 stamp "done"
 {
   echo "pt2rt gpu-check: $("$py" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
-  sed -n '/^archive  /,$p' "$out/export.log" | sed '$d'
-  sed -n '/^archive  /,$p' "$out/check.log"
+  [ -f "$out/export.log" ] && sed -n '/^archive  /,$p' "$out/export.log" | sed '$d'
+  [ -f "$out/check.log" ] && sed -n '/^archive  /,$p' "$out/check.log"
+  [ -n "$bench_rows" ] && echo "$bench_rows"
   [ -n "$parity_rows" ] && echo "$parity_rows"
   [ -n "$demo_row" ] && echo "$demo_row"
 } | tee "$out/table.txt"

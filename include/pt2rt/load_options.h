@@ -59,6 +59,10 @@ struct RunLimits {
   RunLimits resolved(uint64_t archive_bytes) const;
 };
 
+/// LoadOptions::cuda_graphs: calls of an input shape run without a graph this many times
+/// before the next is captured (lazy initialisation stays out of the capture).
+constexpr int kCudaGraphWarmupRuns = 2;
+
 struct LoadOptions {
   ArchiveLimits archive;
   RunLimits run;
@@ -122,6 +126,21 @@ struct LoadOptions {
   /// each distinct layer runs 8 times (bounded: runtime/plan/onednn_benchmark.h). Ignored for other
   /// devices (for CUDA, set `at::globalContext().setBenchmarkCuDNN(true)`).
   bool onednn_benchmark = false;
+  /// On CUDA: record each inference call (Model::forward in eval mode, or under no-grad) into
+  /// a CUDA graph once per input-shape key and replay it, as torch.cuda.make_graphed_callables
+  /// / torch.compile(mode="reduce-overhead") do: a call then costs one graph launch plus the
+  /// copies of its inputs and outputs instead of one launch per kernel
+  /// (runtime/exec/cuda_graphs.h). The first kCudaGraphWarmupRuns calls of a key run
+  /// normally; a call that cannot be captured (it synchronises with the host, e.g. a
+  /// data-dependent size) is run normally from then on, with a warning naming the reason.
+  /// Parameters and buffers are read at their own addresses, so a replay sees their current
+  /// values. Training calls are not captured (yet). Ignored on other devices.
+  /// @throws pt2rt::InputError at load on CUDA when pt2rt was built without CUDA.
+  bool cuda_graphs = false;
+  /// With cuda_graphs: the most input-shape keys captured (a dynamic archive's calls of
+  /// further shapes run without a graph). Each graph keeps its inputs', outputs' and
+  /// intermediates' memory in the model's private CUDA graph pool.
+  size_t max_cuda_graphs = 8;
 };
 
 }  // namespace pt2rt

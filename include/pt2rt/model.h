@@ -109,6 +109,12 @@ class Model {
   /// the reference stays valid as long as the Model (to() keeps it).
   const Signature& signature() const;
 
+  /// What LoadOptions::cuda_graphs did, one line per input-shape key seen by an inference
+  /// call: "<dtypes, sizes, strides>: warm-up N", "...: captured, R replays" or
+  /// "...: refused: <why the capture failed>" (runtime/exec/cuda_graphs.h). Empty without
+  /// cuda_graphs or off CUDA.
+  std::string cuda_graph_report() const;
+
   /// The inputs of bundled example `i` (pt2rt.export's `bundle_examples`, the BundledProgram
   /// analogue) as new tensors on device(), in forward() order: `m.forward(m.example_inputs())`
   /// runs the example the archive was verified with. Reads the examples from the archive.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exec/bindings.h"
+#include "exec/cuda_graphs.h"
 #include "exec/training_plans.h"
 #include "plan/plan.h"
 #include "pt2rt/archive.h"
@@ -61,6 +62,8 @@ struct ModelState {
   /// every call is bounded at its own sizes (call_bounds.h). Null otherwise (nothing to check
   /// per call).
   std::shared_ptr<const CallBounds> call_bounds;
+  /// LoadOptions::cuda_graphs on a CUDA device: the inference calls' graphs. Null otherwise.
+  std::shared_ptr<CudaGraphs> inference_graphs;
   /// A 0-dim float tensor on `device`: the gradient every backward segment passes to the
   /// next (backward_chain.h). Never written.
   at::Tensor continuation;

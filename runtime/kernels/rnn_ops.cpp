@@ -14,7 +14,13 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
+#include <optional>
 #include <vector>
+
+#include "kernels/cudnn_rnn.h"
+#include "kernels/forward_stash.h"
+#include "kernels/rnn_args.h"
 
 namespace pt2rt {
 
@@ -61,29 +67,13 @@ struct Cell {
 
 constexpr Cell kCells[] = {{"pt2rt::lstm", 2, 4}, {"pt2rt::gru", 1, 3},
                            {"pt2rt::rnn_tanh", 1, 1}, {"pt2rt::rnn_relu", 1, 1}};
-
-/// The shared arguments of both ops (the last 9 on the stack), popped.
-struct LstmArgs {
-  at::Tensor input;
-  std::vector<at::Tensor> hx, params;
-  bool has_biases = true, train = false, bidirectional = false, batch_first = false;
-  int64_t num_layers = 1;
-  double dropout = 0;
-
-  int64_t dirs() const { return bidirectional ? 2 : 1; }
-  int64_t batch() const { return input.size(batch_first ? 0 : 1); }
-  int64_t hidden() const { return hx[0].size(2); }
-  std::vector<at::Tensor> leaves() const {
-    std::vector<at::Tensor> all{input};
-    all.insert(all.end(), hx.begin(), hx.end());
-    all.insert(all.end(), params.begin(), params.end());
-    return all;
-  }
-};
+/// The same cells as cuDNN names them (cudnn_rnn.h).
+constexpr CudnnRnnMode kCudnnModes[] = {CudnnRnnMode::Lstm, CudnnRnnMode::Gru,
+                                        CudnnRnnMode::RnnTanh, CudnnRnnMode::RnnRelu};
 
 /// `hx_list`: hx is Tensor[] (LSTM) rather than one Tensor.
-LstmArgs pop_args(Stack& s, bool hx_list = true) {
-  LstmArgs a;
+RnnArgs pop_args(Stack& s, bool hx_list = true) {
+  RnnArgs a;
   a.batch_first = s.back().toBool(); s.pop_back();
   a.bidirectional = s.back().toBool(); s.pop_back();
   a.train = s.back().toBool(); s.pop_back();
@@ -113,7 +103,7 @@ void check_sizes(const Cell& cell, const at::Tensor& t, std::vector<int64_t> wan
 
 /// Everything at::lstm / gru / rnn_* assume of their arguments (rnn_ops.h's layout);
 /// c10::Error otherwise.
-void check(const Cell& cell, const LstmArgs& a) {
+void check(const Cell& cell, const RnnArgs& a) {
   TORCH_CHECK(a.input.defined() && a.input.dim() == 3 && a.input.is_floating_point(),
               cell.name, ": input must be a floating-point tensor with 3 dims");
   TORCH_CHECK(static_cast<int64_t>(a.hx.size()) == cell.states, cell.name, ": hx must be ",
@@ -155,7 +145,7 @@ void check(const Cell& cell, const LstmArgs& a) {
 /// The cell's ATen op on (input, hx, params): its results (output, h_n[, c_n]).
 std::vector<at::Tensor> run_cell(size_t kind, const at::Tensor& input,
                                  const std::vector<at::Tensor>& hx,
-                                 const std::vector<at::Tensor>& params, const LstmArgs& a) {
+                                 const std::vector<at::Tensor>& params, const RnnArgs& a) {
   switch (kind) {
     case 0: {
       auto [out, h, c] = at::lstm(input, hx, params, a.has_biases, a.num_layers, a.dropout,
@@ -180,12 +170,43 @@ std::vector<at::Tensor> run_cell(size_t kind, const at::Tensor& input,
   }
 }
 
+/// Training-mode forwards off cuDNN keep their autograd graph here for the backward.
+constexpr size_t kGraphStashCapacity = 16;
+
+ForwardStash& graph_stash() {
+  static ForwardStash s(kGraphStashCapacity);
+  return s;
+}
+
+/// The forward of a training-mode call (outside c10::InferenceMode) run under autograd, as
+/// eager's is, on detached leaves; its graph is kept in graph_stash() for backward_kernel
+/// (rnn_ops.h). Returns the results detached.
+std::vector<at::Tensor> forward_keeping_graph(size_t kind, const RnnArgs& a) {
+  const std::vector<at::Tensor> args = a.leaves();
+  c10::AutoGradMode grad_mode(true);
+  std::vector<at::Tensor> vars;
+  for (const at::Tensor& t : args) vars.push_back(t.detach().requires_grad_(true));
+  const auto first_param = vars.begin() + 1 + static_cast<int64_t>(a.hx.size());
+  std::vector<at::Tensor> results =
+      run_cell(kind, vars[0], std::vector<at::Tensor>(vars.begin() + 1, first_param),
+               std::vector<at::Tensor>(first_param, vars.end()), a);
+  std::vector<at::Tensor> saved = results;
+  saved.insert(saved.end(), vars.begin(), vars.end());
+  graph_stash().put(stash_tag(static_cast<int64_t>(kind), a), args, std::move(saved));
+  for (at::Tensor& r : results) r = r.detach();
+  return results;
+}
+
+bool has_inference_tensor(const std::vector<at::Tensor>& ts) {
+  return std::any_of(ts.begin(), ts.end(), [](const at::Tensor& t) { return t.is_inference(); });
+}
+
 void push_list(Stack& s, std::vector<at::Tensor> v) { s.emplace_back(c10::List<at::Tensor>(v)); }
 
 template <size_t Kind>
 void forward_kernel(Stack& s) {
   const Cell& cell = kCells[Kind];
-  LstmArgs a = pop_args(s, Kind == 0);
+  RnnArgs a = pop_args(s, Kind == 0);
   check(cell, a);
   if (a.input.is_meta()) {
     const auto opts = a.input.options();
@@ -194,7 +215,18 @@ void forward_kernel(Stack& s) {
     return;
   }
   c10::AutoGradMode no_grad(false);
-  for (const at::Tensor& r : run_cell(Kind, a.input, a.hx, a.params, a)) {
+  std::vector<at::Tensor> results;
+  if (use_cudnn_rnn(a.input)) {
+    results = cudnn_rnn_forward(kCudnnModes[Kind], a);
+  } else if (a.train && !c10::InferenceMode::is_enabled() && !has_inference_tensor(a.leaves())) {
+    results = forward_keeping_graph(Kind, a);
+  } else {
+    if (!c10::InferenceMode::is_enabled()) {
+      graph_stash().forget(stash_tag(static_cast<int64_t>(Kind), a), a.leaves());
+    }
+    results = run_cell(Kind, a.input, a.hx, a.params, a);
+  }
+  for (const at::Tensor& r : results) {
     s.emplace_back(r.contiguous());
   }
 }
@@ -202,7 +234,7 @@ void forward_kernel(Stack& s) {
 template <size_t Kind>
 void backward_kernel(Stack& s) {
   const Cell& cell = kCells[Kind];
-  LstmArgs a = pop_args(s, Kind == 0);
+  RnnArgs a = pop_args(s, Kind == 0);
   const int64_t n = 1 + cell.states;  // incoming gradients: output, h_n[, c_n]
   std::vector<at::Tensor> grads_in(static_cast<size_t>(n));
   for (int64_t k = n - 1; k >= 0; --k) {
@@ -226,16 +258,33 @@ void backward_kernel(Stack& s) {
     push_list(s, std::move(out));
     return;
   }
-  // The recomputation needs autograd: leaves that are ordinary (not inference) tensors.
+  if (use_cudnn_rnn(a.input)) {
+    std::vector<at::Tensor> got = cudnn_rnn_backward(kCudnnModes[Kind], a, grads_in);
+    std::vector<at::Tensor> result;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      result.push_back(i < got.size() && got[i].defined() ? got[i].detach()
+                                                          : at::zeros_like(leaves[i]).detach());
+    }
+    push_list(s, std::move(result));
+    return;
+  }
+  // The forward's own graph when it kept one (forward_keeping_graph), else a recomputation
+  // under autograd on leaves that are ordinary (not inference) tensors.
   c10::InferenceMode not_inference(false);
   c10::AutoGradMode grad_mode(true);
-  for (at::Tensor& t : leaves) {
-    t = (t.is_inference() ? t.clone() : t.detach()).requires_grad_(true);
+  std::vector<at::Tensor> results;
+  if (std::optional<std::vector<at::Tensor>> saved =
+          graph_stash().take(stash_tag(static_cast<int64_t>(Kind), a), leaves)) {
+    results.assign(saved->begin(), saved->begin() + n);
+    leaves.assign(saved->begin() + n, saved->end());
+  } else {
+    for (at::Tensor& t : leaves) {
+      t = (t.is_inference() ? t.clone() : t.detach()).requires_grad_(true);
+    }
+    const auto first_param = leaves.begin() + 1 + cell.states;
+    results = run_cell(Kind, leaves[0], std::vector<at::Tensor>(leaves.begin() + 1, first_param),
+                       std::vector<at::Tensor>(first_param, leaves.end()), a);
   }
-  const auto first_param = leaves.begin() + 1 + cell.states;
-  const std::vector<at::Tensor> hx(leaves.begin() + 1, first_param);
-  const std::vector<at::Tensor> params(first_param, leaves.end());
-  const std::vector<at::Tensor> results = run_cell(Kind, leaves[0], hx, params, a);
   std::vector<at::Tensor> outs, grads;
   for (int64_t k = 0; k < n; ++k) {
     if (!grads_in[k].defined()) continue;
@@ -264,5 +313,7 @@ void rnn_tanh_kernel(Stack& s) { forward_kernel<2>(s); }
 void rnn_tanh_backward_kernel(Stack& s) { backward_kernel<2>(s); }
 void rnn_relu_kernel(Stack& s) { forward_kernel<3>(s); }
 void rnn_relu_backward_kernel(Stack& s) { backward_kernel<3>(s); }
+
+size_t rnn_stash_size() { return graph_stash().size() + cudnn_rnn_stash_size(); }
 
 }  // namespace pt2rt

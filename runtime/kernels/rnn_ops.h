@@ -12,11 +12,14 @@
 //     I_l = D * H after. Returns (output [T, B, D * H] or [B, T, D * H], h_n, c_n), contiguous.
 //   pt2rt::lstm_backward(Tensor? grad_output, Tensor? grad_h_n, Tensor? grad_c_n, Tensor input,
 //                        Tensor[] hx, Tensor[] params, <the same flags>) -> Tensor[]
-//     [grad_input, grad_h_0, grad_c_0, grad_params...] (each like its forward input): the
-//     forward recomputed with at::lstm under autograd and differentiated with
-//     torch::autograd::grad (activation checkpointing: Chen et al. 2016, "Training Deep Nets
-//     with Sublinear Memory Cost"; torch.utils.checkpoint), so the same ATen kernels run in the
-//     same order as eager PyTorch. A None incoming gradient counts as zeros.
+//     [grad_input, grad_h_0, grad_c_0, grad_params...] (each like its forward input), by
+//     torch::autograd::grad through the forward's own autograd graph: a training-mode forward
+//     (train = true, outside c10::InferenceMode) runs at::lstm under autograd, as eager does,
+//     and keeps its graph in a ForwardStash (forward_stash.h) keyed by its arguments; when the
+//     backward is not handed exactly those, unchanged, it recomputes the forward under autograd
+//     (activation checkpointing: Chen et al. 2016, "Training Deep Nets with Sublinear Memory
+//     Cost"; torch.utils.checkpoint). Either way the same ATen kernels run in the same order as
+//     eager PyTorch. A None incoming gradient counts as zeros.
 //   pt2rt::gru / pt2rt::rnn_tanh / pt2rt::rnn_relu(Tensor input, Tensor hx, Tensor[] params,
 //       <the same flags>) -> (Tensor, Tensor)
 //     ATen's `gru.input` / `rnn_tanh.input` / `rnn_relu.input`
@@ -27,6 +30,10 @@
 //       Tensor hx, Tensor[] params, <the same flags>) -> Tensor[]
 //     [grad_input, grad_h_0, grad_params...], recomputed as lstm_backward is.
 //
+// On CUDA, where cuDNN accepts the input, forward and backward run cuDNN's fused kernels as
+// eager PyTorch does (`_cudnn_rnn` / `_cudnn_rnn_backward`, the backward reusing the forward's
+// reserve space when it can: cudnn_rnn.h); elsewhere ATen's `lstm` / `gru` / `rnn_*`.
+//
 // Every kernel checks every size, dtype and device against the layout above (an archive is
 // untrusted: c10::Error naming what is wrong) and refuse dropout between layers in training
 // mode (a recomputation would draw new masks). On meta tensors (the load-time check,
@@ -34,6 +41,8 @@
 #pragma once
 
 #include <ATen/core/stack.h>
+
+#include <cstddef>
 
 namespace pt2rt {
 
@@ -55,5 +64,8 @@ void rnn_tanh_kernel(torch::jit::Stack& stack);
 void rnn_tanh_backward_kernel(torch::jit::Stack& stack);
 void rnn_relu_kernel(torch::jit::Stack& stack);
 void rnn_relu_backward_kernel(torch::jit::Stack& stack);
+
+/// Forwards whose backward has not come yet, kept by the ops' ForwardStashes (tests).
+size_t rnn_stash_size();
 
 }  // namespace pt2rt

@@ -175,6 +175,9 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
     state->inference = compile_graph(program, *g, ops, index, device, report, plan,
                                      /*cache_weight_work=*/true);
   }
+  if (options.cuda_graphs && device.is_cuda() && state->inference) {
+    state->inference_graphs = make_cuda_graphs(device, options.max_cuda_graphs);
+  }
   if (options.inference_only && !program->graph(GraphRole::Inference)) {
     throw InputError("LoadOptions::inference_only, but the archive has no inference "
                      "graph (exported with inference=False)");

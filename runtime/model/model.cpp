@@ -136,6 +136,10 @@ std::vector<at::Tensor> Model::forward(const std::vector<at::Tensor>& inputs) co
       check_inputs(inputs, *s.program, s.inference->graph(), s.inference->bindings, s.device);
   if (s.call_bounds) s.call_bounds->check(s, symbols, /*training=*/false);
   c10::InferenceMode guard;
+  if (s.inference_graphs) {
+    return s.inference_graphs->call(
+        inputs, [&s](const std::vector<at::Tensor>& in) { return run_plain(s, *s.inference, in); });
+  }
   return run_plain(s, *s.inference, inputs);
 }
 
@@ -168,6 +172,14 @@ NamedTensors Model::call(const std::vector<c10::IValue>& args, const NamedValues
 
 
 const Signature& Model::signature() const { return impl_->state->signature; }
+
+std::string Model::cuda_graph_report() const {
+  const std::shared_ptr<CudaGraphs>& graphs = impl_->state->inference_graphs;
+  std::string text;
+  if (!graphs) return text;
+  for (const std::string& line : graphs->report()) text += (text.empty() ? "" : "\n") + line;
+  return text;
+}
 
 std::vector<at::Tensor> Model::example_inputs(size_t i) const {
   const std::vector<Example> all = examples();

@@ -190,8 +190,12 @@ def test_tied_weights_merge_into_one_parameter(partitioner, tmp_path):
 
 def _lstm_2_11(monkeypatch):
     """torch 2.11's one_layer_lstm returned the final states as [1, batch, hidden] (hx.squeeze(1)
-    of [1, batch, hidden]); this torch's is replaced by one that does the same."""
+    of [1, batch, hidden]); this torch's is replaced by one that does the same. The LSTM is
+    captured unrolled (ATen's decomposition), as one with dropout between layers in training
+    mode is, rather than as one pt2rt::lstm node."""
     from torch._decomp import decompositions as decomp
+    from pt2rt.ops import rnn_ops
+    monkeypatch.setattr(rnn_ops, "_fits_one_op", lambda args: False)
     original = decomp.one_layer_lstm
 
     def as_in_2_11(*args, **kwargs):

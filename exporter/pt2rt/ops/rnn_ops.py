@@ -10,8 +10,11 @@ the unrolled cells, which specialises the sequence length. When a dynamic-shape 
 ``sequence_ops()`` runs it as ``pt2rt::lstm`` instead, differentiated by
 ``pt2rt::lstm_backward``: on torch 2 through an ``autograd.Function``; on torch 1.13, whose
 ``autograd.Function`` cannot return symbolic sizes, as a *cut* that the joint capture
-differentiates with ``grad`` (see ``lstm``). Static captures and dynamic ones whose time dim is static
-are untouched (the unrolled ATen graph, as before).
+differentiates with ``grad`` (see ``lstm``). On torch 2 a static-shape call becomes the one node
+too (``SequenceOps(static=True)``), unless it has dropout between layers in training mode or
+projections: the runtime then runs it as one fused kernel — cuDNN's on CUDA, as eager nn.LSTM
+does (runtime/kernels/cudnn_rnn.h) — instead of T unrolled cells. torch 1.13's static captures
+keep ATen's unrolled graph.
 
 Schemas (identical in the C++ runtime, runtime/kernels/native_ops.cpp)::
 
@@ -404,11 +407,30 @@ def _time_dim_is_symbolic(input: Any, batch_first: Any) -> bool:
     return is_symint(input.shape[1 if batch_first else 0])
 
 
+def _fits_one_op(args: Sequence[Any]) -> bool:
+    """Whether a static-shape ``torch.lstm`` / ``gru`` / ``rnn_*`` call (``.input`` overload)
+    can be one ``pt2rt::`` node: no dropout between layers in training mode (the backward's
+    recomputation would draw new masks), no projections (``proj_size``)."""
+    has_biases, num_layers, dropout, train, bidirectional = args[3:8]
+    if train and dropout > 0 and num_layers > 1 and torch.is_grad_enabled():
+        return False
+    per = 4 if has_biases else 2
+    return len(args[2]) == num_layers * (2 if bidirectional else 1) * per
+
+
 class SequenceOps(torch.overrides.TorchFunctionMode):
     """Runs ``torch.lstm`` on a symbolic sequence length as ``pt2rt::lstm``, and ``torch.gru``
     / ``torch.rnn_tanh`` / ``torch.rnn_relu`` on any symbolic size (batch or length) as
     ``pt2rt::gru`` / ``rnn_tanh`` / ``rnn_relu`` (see the module docstring); refuses a packed
-    sequence (``.data`` overloads) in a dynamic-shape capture."""
+    sequence (``.data`` overloads) in a dynamic-shape capture.
+
+    With ``static=True`` (torch 2's captures) a call on static sizes becomes the one node too
+    whenever it can (``_fits_one_op``), so that the runtime can run it as one fused kernel
+    (cuDNN's on CUDA, as eager does); otherwise it stays ATen's unrolled graph."""
+
+    def __init__(self, static: bool = False) -> None:
+        super().__init__()
+        self.static = static
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -416,19 +438,28 @@ class SequenceOps(torch.overrides.TorchFunctionMode):
                 and not isinstance(args[1], torch.Tensor):
             if _time_dim_is_symbolic(args[0], args[8]):
                 return lstm(*args)
+            if self.static and not _any_symbolic(args[0]) and _fits_one_op(args):
+                return lstm(*args)
         elif func is torch.lstm and len(args) >= 2 and isinstance(args[1], torch.Tensor):
             if any(is_symint(s) for s in args[0].shape):
                 raise ExportError("pt2rt.export: dynamic_shapes: nn.LSTM on a PackedSequence is "
                                   "not supported; pass a padded tensor")
         kind = _SINGLE_STATE_FUNCTIONS.get(func)
         if kind is not None and not kwargs and len(args) == 9 \
-                and isinstance(args[0], torch.Tensor) \
-                and any(is_symint(s) for s in args[0].shape):
-            if isinstance(args[2], torch.Tensor):  # .data(data, batch_sizes, hx, params, ...)
-                raise ExportError(f"pt2rt.export: dynamic_shapes: torch.{kind} on a "
-                                  "PackedSequence is not supported; pass a padded tensor")
-            return single_state(kind, *args)
+                and isinstance(args[0], torch.Tensor):
+            if any(is_symint(s) for s in args[0].shape):
+                if isinstance(args[2], torch.Tensor):  # .data(data, batch_sizes, hx, params, ...)
+                    raise ExportError(f"pt2rt.export: dynamic_shapes: torch.{kind} on a "
+                                      "PackedSequence is not supported; pass a padded tensor")
+                return single_state(kind, *args)
+            if self.static and not isinstance(args[2], torch.Tensor) \
+                    and _fits_one_op(args):
+                return single_state(kind, *args)
         return func(*args, **kwargs)
+
+
+def _any_symbolic(input: Any) -> bool:
+    return isinstance(input, torch.Tensor) and any(is_symint(s) for s in input.shape)
 
 
 _SINGLE_STATE_FUNCTIONS = {getattr(torch, kind): kind for kind in SINGLE_STATE}
@@ -444,8 +475,8 @@ def has_lstm(model: torch.nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def sequence_ops() -> Iterator[None]:
-    """``SequenceOps`` for the duration of a dynamic-shape trace."""
+def sequence_ops(static: bool = False) -> Iterator[None]:
+    """``SequenceOps(static)`` for the duration of a trace."""
     register()
-    with SequenceOps():
+    with SequenceOps(static):
         yield

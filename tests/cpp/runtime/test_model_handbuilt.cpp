@@ -6,6 +6,7 @@
 //   forward:   y = x * w, k = argmax(y), count <- count + 1, Saved(0) = x
 //   backward:  Grad(w) = tangent(y) * Saved(0)
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include "catch_compat.h"
 #include <torch/csrc/autograd/autograd.h>
 
@@ -159,7 +160,7 @@ TEST_CASE("eval mode and no-grad run the inference graph under InferenceMode", "
   CHECK(m.named_buffers()[0].second.item<int64_t>() == 5);  // inference graph does not mutate
   m.train();
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     auto out2 = m.forward({at::tensor({1.f, 2.f, 3.f})});
     CHECK(out2[0].is_inference());
   }

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "kernels/native_ops.h"
+#include "kernels/rnn_ops.h"
 #include "core/run_cost.h"
 
 namespace pt2rt {
@@ -62,8 +63,10 @@ std::vector<at::Tensor> leaves_of(const Case& c) {
 
 TEST_CASE("rnn_ops: pt2rt::lstm and lstm_backward are ATen's lstm and its gradients", "[rnn_ops]") {
   const Case c = make_case();
+  const size_t stashed = rnn_stash_size();
   const torch::jit::Stack out = run("pt2rt::lstm", forward_args(c));
   REQUIRE(out.size() == 3);
+  CHECK(rnn_stash_size() == stashed + 1);  // a training-mode forward keeps its graph
   std::vector<at::Tensor> leaves = leaves_of(c);
   auto want = at::lstm(leaves[0], {leaves[1], leaves[2]},
                        std::vector<at::Tensor>(leaves.begin() + 3, leaves.end()), true, 2, 0.0,
@@ -76,15 +79,26 @@ TEST_CASE("rnn_ops: pt2rt::lstm and lstm_backward are ATen's lstm and its gradie
   const at::Tensor g0 = at::randn({3, 5, 14}), g2 = at::randn({4, 3, 7});
   torch::jit::Stack args{g0, c10::IValue(), g2};  // grad_h_n None: zeros
   for (const c10::IValue& v : forward_args(c)) args.push_back(v);
-  const torch::jit::Stack back = run("pt2rt::lstm_backward", args);
-  REQUIRE(back.size() == 1);
-  const std::vector<at::Tensor> got = back[0].toTensorVector();
   const auto ref = torch::autograd::grad({std::get<0>(want), std::get<2>(want)}, leaves, {g0, g2});
-  REQUIRE(got.size() == leaves.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("gradient " << i);
-    CHECK(at::equal(got[i], ref[i]));
+  for (const char* pass : {"through the forward's graph", "recomputed"}) {
+    INFO(pass);
+    const torch::jit::Stack back = run("pt2rt::lstm_backward", args);
+    CHECK(rnn_stash_size() == stashed);
+    REQUIRE(back.size() == 1);
+    const std::vector<at::Tensor> got = back[0].toTensorVector();
+    REQUIRE(got.size() == leaves.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("gradient " << i);
+      CHECK(at::equal(got[i], ref[i]));
+    }
   }
+  // An in-place write to an argument after the forward: its graph is not used (recomputed).
+  run("pt2rt::lstm", forward_args(c));
+  CHECK(rnn_stash_size() == stashed + 1);
+  c.params[0].add_(0.5);
+  const std::vector<at::Tensor> moved = run("pt2rt::lstm_backward", args)[0].toTensorVector();
+  CHECK(rnn_stash_size() == stashed + 1);  // not taken
+  CHECK_FALSE(at::equal(moved[3], ref[3]));  // the new weights' gradients
 }
 
 TEST_CASE("rnn_ops: pt2rt::gru / rnn_tanh / rnn_relu and their backwards are ATen's ops and "

@@ -161,8 +161,8 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
                 aliases_follow_substitution(model), lstm_final_state_fix(), \
                 linalg_checks_as_asserts(), MetaProvenance(model).recording(), calls, \
                 TraceableOps(TORCH2_OPS), contextlib.ExitStack() as stack:
-            if dynamic is not None and has_lstm(model):  # a dynamic length: one pt2rt::lstm
-                stack.enter_context(sequence_ops())
+            if has_lstm(model):  # RNNs as one pt2rt:: node each (rnn_ops.SequenceOps)
+                stack.enter_context(sequence_ops(static=True))
             jd = aot_export_joint_with_descriptors(
                 stack, model, tuple(args), kwargs,
                 decompositions=_decomposition_table(decompositions))
