@@ -177,7 +177,7 @@ int cmd_train(int argc, char** argv) {
   const std::string& path = args->path;
   if (!result.count("data")) throw UsageError("missing --data train.pt (see --help)");
   Settings s;
-  s.device = parse_device(result["device"].as<std::string>());
+  s.device = rank_device(parse_device(result["device"].as<std::string>()));
   Model model = Model::load(path, s.device, load_options(result));
   TrainOptions opts(result, model, path);  // with --resume: the stored settings (train_resume.h)
   const std::string loss_name = opts.text("loss");

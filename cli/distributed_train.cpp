@@ -2,6 +2,7 @@
 #include "distributed_train.h"
 
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -84,6 +85,20 @@ void add_distributed_options(cxxopts::Options& options) {
       ("no-grad-overlap", "data-parallel: all-reduce the gradient buckets after the backward "
                           "instead of during it (for comparison)");
   // clang-format on
+}
+
+c10::Device rank_device(c10::Device requested) {
+  const char* local = std::getenv("LOCAL_RANK");
+  if (!requested.is_cuda() || requested.has_index() || local == nullptr) return requested;
+  char* end = nullptr;
+  const long rank = std::strtol(local, &end, 10);
+  if (*local == '\0' || *end != '\0' || rank < 0 || rank > 1000000) {
+    throw UsageError(std::string("LOCAL_RANK: expected a non-negative integer, got '") + local +
+                     "'");
+  }
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (count <= 0) return requested;  // parse_device refused CUDA already where there is none
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % count));
 }
 
 std::optional<int> launch_local_workers(const cxxopts::ParseResult& result, int argc,
@@ -204,9 +219,6 @@ DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Mod
   }
   dist::GroupOptions options;
   options.timeout = std::chrono::seconds(timeout_s(result));
-  if (!model.device().is_cpu()) {
-    throw UsageError("data-parallel training runs on cpu (Gloo all-reduces CPU tensors)");
-  }
   dist::Rendezvous where;
   try {
     where = dist::Rendezvous::from_env();

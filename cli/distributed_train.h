@@ -41,6 +41,13 @@ void add_distributed_options(cxxopts::Options& options);
 std::optional<int> launch_local_workers(const cxxopts::ParseResult& result, int argc,
                                         char** argv);
 
+/// The device a rank trains on: `requested`, except that --device cuda without an index in a
+/// rank (LOCAL_RANK in the environment, as --nproc-per-node and torchrun set it) is
+/// cuda:<LOCAL_RANK mod the visible CUDA devices> — one GPU per rank where there are enough,
+/// ranks sharing GPUs otherwise (their gradients all-reduced by Gloo through host memory).
+/// @throws UsageError for a LOCAL_RANK that is not a non-negative integer.
+c10::Device rank_device(c10::Device requested);
+
 /// One rank's view of a data-parallel job; inactive (world size 1, every hook a no-op) when
 /// no distributed option or variable is given.
 class DistributedTraining {

@@ -81,11 +81,11 @@ struct DataParallel::Round {
 
 DataParallel::DataParallel(Model& model, ProcessGroup& group, DataParallelOptions options)
     : model_(model), group_(group), options_(options) {
-  if (!model.device().is_cpu()) {
+  if (!model.device().is_cpu() && !model.device().is_cuda()) {
     std::ostringstream d;
     d << model.device();
     throw InputError("DataParallel: the model is on " + d.str() +
-                     "; pt2rt's Gloo process group all-reduces CPU tensors (load it on cpu)");
+                     "; pt2rt's Gloo process group all-reduces CPU and CUDA tensors");
   }
   for (const at::Tensor& p : model.parameters()) {
     if (p.requires_grad()) params_.push_back(p);

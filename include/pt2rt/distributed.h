@@ -141,12 +141,15 @@ struct DataParallelOptions {
 };
 
 /// DistributedDataParallel for a pt2rt::Model (see the file comment). Holds references to
-/// `model` and `group`: both must outlive it. CPU models (Gloo's tensors live on the CPU).
+/// `model` and `group`: both must outlive it. CPU or CUDA models: c10d's ProcessGroupGloo
+/// all-reduces CUDA tensors by staging them through pinned host memory on its own stream
+/// (ordered after the producing stream by CUDA events), so ranks may share one GPU; one GPU
+/// per rank is export-cli's choice (LOCAL_RANK, as torchrun's). NCCL is not wired in.
 class DataParallel {
  public:
   /// Broadcasts every parameter and buffer from rank 0 and (options.overlap, more than one
   /// rank) adds a post hook to each trainable parameter's gradient accumulator.
-  /// @throws DistributedError, InputError (a model not on the CPU).
+  /// @throws DistributedError, InputError (a model on neither the CPU nor CUDA).
   DataParallel(Model& model, ProcessGroup& group, DataParallelOptions options = {});
   /// Removes the hooks; buckets still in flight are waited (errors ignored).
   ~DataParallel();

@@ -75,6 +75,22 @@ def test_nproc_per_node_2_equals_one_process_with_twice_the_batch(cli, mlp, sing
     assert max_rel_diff(str(out), str(single[0])) <= 1e-5
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_nproc_per_node_2_on_cuda_equals_one_process_with_twice_the_batch(cli, mlp, single,
+                                                                            tmp_path):
+    """Two ranks on CUDA (one GPU each where there are two, else sharing one: LOCAL_RANK mod
+    the devices), their gradients all-reduced by Gloo through host memory: the same training
+    as one CPU process with twice the batch, to CUDA's rounding."""
+    work, data = mlp
+    out = tmp_path / "ddp_cuda.pt2"
+    r = cli.ok(*train_args(work / "mlp_b4.pt2", data, 4, out, "--nproc-per-node", "2",
+                           "--device", "cuda"))
+    assert "data-parallel: 2 processes" in r.out
+    assert "gradient all-reduce (rank 0):" in r.out
+    assert abs(final_loss(r.out) - single[1]) < 1e-4
+    assert max_rel_diff(str(out), str(single[0])) <= 1e-4
+
+
 def eval_figures(out: str, prefix: str):
     m = re.search(rf"^{prefix}.*eval_loss (\S+)  eval_accuracy (\S+)", out, re.M)
     assert m, out
