@@ -9,6 +9,8 @@ std::optional<TensorKey> TensorKey::of(const at::Tensor& t) {
   if (!t.defined() || t.is_inference() || !t.has_storage()) return std::nullopt;
   TensorKey k;
   k.storage_ = t.storage().getWeakStorageImpl();
+  k.tensor_ = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
+      t.getIntrusivePtr());
   k.offset_ = t.storage_offset();
   k.sizes_ = t.sizes().vec();
   k.strides_ = t.strides().vec();

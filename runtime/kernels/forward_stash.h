@@ -38,11 +38,15 @@ class TensorKey {
   bool same_place(const at::Tensor& t) const;
   /// same_place and no in-place write since the key was taken.
   bool same_contents(const at::Tensor& t) const;
-  /// The storage was freed: no tensor can match any more.
-  bool expired() const { return storage_.expired(); }
+  /// The storage, or the tensor the key was taken of, was freed: no backward can come for it
+  /// (a backward is handed the forward's own saved tensors) — though a stash entry that holds
+  /// an alias of the storage keeps the storage itself alive.
+  bool expired() const { return storage_.expired() || tensor_.expired(); }
 
  private:
   c10::weak_intrusive_ptr<c10::StorageImpl> storage_{c10::intrusive_ptr<c10::StorageImpl>()};
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> tensor_{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   int64_t offset_ = 0;
   std::vector<int64_t> sizes_, strides_;
   int64_t version_ = 0;

@@ -56,6 +56,14 @@ TEST_CASE("forward_stash: entries of freed arguments are dropped; the store is b
     const at::Tensor fresh = at::randn({64});
     CHECK_FALSE(stash.take(2, {fresh}));
   }
+  // The tensor the forward was handed died, its storage lives on (another view of it, or the
+  // entry's own alias): no backward can be handed that tensor any more — pruned too.
+  {
+    const at::Tensor view = kept.view({8, 8});
+    stash.put(4, {view}, {kept.detach()});
+  }
+  stash.put(1, {at::randn({2})}, {at::ones({1})});
+  CHECK_FALSE(stash.take(4, {kept.view({8, 8})}));
   std::vector<at::Tensor> live;
   for (int i = 0; i < 5; ++i) {
     live.push_back(at::randn({8}));
