@@ -60,6 +60,7 @@
 #include <string>
 #include <vector>
 
+#include "list_option.h"
 #include "measure.h"
 #include "pt2rt/model.h"
 #include "python_bridge.h"
@@ -109,15 +110,6 @@ struct Options {
   bool profile = false;  ///< print a torch.profiler table of one step + one inference each
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 [[noreturn]] void usage(int code) {
   std::printf(
       "usage: pt2rt_bench_cuda [--device cuda|cpu] [--models a,b,...] [--steps N] [--warmup N]\n"
@@ -137,7 +129,7 @@ Options parse(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--device") o.device = value();
-    else if (a == "--models") o.models = split(value());
+    else if (a == "--models") o.models = comma_list(value());
     else if (a == "--steps") o.steps = std::stoi(value());
     else if (a == "--warmup") o.warmup = std::stoi(value());
     else if (a == "--work-dir") o.work_dir = value();

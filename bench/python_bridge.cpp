@@ -51,6 +51,21 @@ struct Gil {
 
 PyThreadState* g_main_thread = nullptr;
 
+/// module.<fn>(*string_args): a new reference. The GIL must be held.
+/// @throws std::runtime_error with the Python traceback text.
+PyObject* call_with_strings(PyObject* module, const std::string& fn,
+                            const std::vector<std::string>& args) {
+  PyObject* f = check(PyObject_GetAttrString(module, fn.c_str()));
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(args[i].c_str()));
+  }
+  PyObject* result = PyObject_CallObject(f, tuple);
+  Py_DECREF(tuple);
+  Py_DECREF(f);
+  return check(result);
+}
+
 }  // namespace
 
 Python::Python(const std::string& bench_dir, const std::string& module) {
@@ -74,15 +89,7 @@ Python::~Python() {
 
 std::string Python::call_str(const std::string& fn, const std::vector<std::string>& args) {
   Gil gil;
-  PyObject* f = check(PyObject_GetAttrString(static_cast<PyObject*>(module_), fn.c_str()));
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
-  for (size_t i = 0; i < args.size(); ++i) {
-    PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(args[i].c_str()));
-  }
-  PyObject* result = PyObject_CallObject(f, tuple);
-  Py_DECREF(tuple);
-  Py_DECREF(f);
-  check(result);
+  PyObject* result = call_with_strings(static_cast<PyObject*>(module_), fn, args);
   const char* s = PyUnicode_AsUTF8(result);
   std::string out = s ? s : "";
   Py_DECREF(result);
@@ -150,15 +157,8 @@ std::vector<Python::Callable> Python::methods(const std::string& factory,
                                               const std::vector<std::string>& args,
                                               const std::vector<std::string>& names) {
   Gil gil;
-  PyObject* f = check(PyObject_GetAttrString(static_cast<PyObject*>(module_), factory.c_str()));
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
-  for (size_t i = 0; i < args.size(); ++i) {
-    PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(args[i].c_str()));
-  }
-  PyObject* object = PyObject_CallObject(f, tuple);
-  Py_DECREF(tuple);
-  Py_DECREF(f);
-  keep_.push_back(check(object));
+  PyObject* object = call_with_strings(static_cast<PyObject*>(module_), factory, args);
+  keep_.push_back(object);
   std::vector<Callable> out;
   for (const std::string& name : names) {
     PyObject* m = check(PyObject_GetAttrString(object, name.c_str()));

@@ -31,11 +31,11 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "counting_allocator.h"
+#include "list_option.h"
 #include "measure.h"
 #include "python_bridge.h"
 #include "workload.h"
@@ -58,15 +58,6 @@ struct Options {
   Clock clock = Clock::ThreadCpu;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 [[noreturn]] void usage(int code) {
   std::printf(
       "usage: pt2rt_bench [--models a,b,...] [--rounds N] [--warmup N] [--threads N]\n"
@@ -85,7 +76,7 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(2);
       return argv[++i];
     };
-    if (a == "--models") o.models = split(value());
+    if (a == "--models") o.models = comma_list(value());
     else if (a == "--rounds") o.rounds = std::stoi(value());
     else if (a == "--warmup") o.warmup = std::stoi(value());
     else if (a == "--threads") o.threads = std::stoi(value());

@@ -231,6 +231,42 @@ void forward_kernel(Stack& s) {
   }
 }
 
+/// The gradients of (input, hx..., params...) by autograd: through the forward's own graph
+/// when it kept one (forward_keeping_graph), else through a recomputation under autograd on
+/// leaves that are ordinary (not inference) tensors. An unused leaf's gradient is undefined.
+std::vector<at::Tensor> autograd_backward(size_t kind, const Cell& cell, const RnnArgs& a,
+                                          const std::vector<at::Tensor>& grads_in) {
+  const int64_t n = 1 + cell.states;
+  std::vector<at::Tensor> leaves = a.leaves();
+  c10::InferenceMode not_inference(false);
+  c10::AutoGradMode grad_mode(true);
+  std::vector<at::Tensor> results;
+  if (std::optional<std::vector<at::Tensor>> saved =
+          graph_stash().take(stash_tag(static_cast<int64_t>(kind), a), leaves)) {
+    results.assign(saved->begin(), saved->begin() + n);
+    leaves.assign(saved->begin() + n, saved->end());
+  } else {
+    for (at::Tensor& t : leaves) {
+      t = (t.is_inference() ? t.clone() : t.detach()).requires_grad_(true);
+    }
+    const auto first_param = leaves.begin() + 1 + cell.states;
+    results = run_cell(kind, leaves[0], std::vector<at::Tensor>(leaves.begin() + 1, first_param),
+                       std::vector<at::Tensor>(first_param, leaves.end()), a);
+  }
+  std::vector<at::Tensor> outs, grads;
+  for (int64_t k = 0; k < n; ++k) {
+    if (!grads_in[k].defined()) continue;
+    outs.push_back(results[k]);
+    grads.push_back(grads_in[k]);
+  }
+  std::vector<at::Tensor> got(leaves.size());
+  if (!outs.empty()) {
+    got = torch::autograd::grad(outs, leaves, grads, /*retain_graph=*/false,
+                                /*create_graph=*/false, /*allow_unused=*/true);
+  }
+  return got;
+}
+
 template <size_t Kind>
 void backward_kernel(Stack& s) {
   const Cell& cell = kCells[Kind];
@@ -258,47 +294,13 @@ void backward_kernel(Stack& s) {
     push_list(s, std::move(out));
     return;
   }
-  if (use_cudnn_rnn(a.input)) {
-    std::vector<at::Tensor> got = cudnn_rnn_backward(kCudnnModes[Kind], a, grads_in);
-    std::vector<at::Tensor> result;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      result.push_back(i < got.size() && got[i].defined() ? got[i].detach()
-                                                          : at::zeros_like(leaves[i]).detach());
-    }
-    push_list(s, std::move(result));
-    return;
-  }
-  // The forward's own graph when it kept one (forward_keeping_graph), else a recomputation
-  // under autograd on leaves that are ordinary (not inference) tensors.
-  c10::InferenceMode not_inference(false);
-  c10::AutoGradMode grad_mode(true);
-  std::vector<at::Tensor> results;
-  if (std::optional<std::vector<at::Tensor>> saved =
-          graph_stash().take(stash_tag(static_cast<int64_t>(Kind), a), leaves)) {
-    results.assign(saved->begin(), saved->begin() + n);
-    leaves.assign(saved->begin() + n, saved->end());
-  } else {
-    for (at::Tensor& t : leaves) {
-      t = (t.is_inference() ? t.clone() : t.detach()).requires_grad_(true);
-    }
-    const auto first_param = leaves.begin() + 1 + cell.states;
-    results = run_cell(Kind, leaves[0], std::vector<at::Tensor>(leaves.begin() + 1, first_param),
-                       std::vector<at::Tensor>(first_param, leaves.end()), a);
-  }
-  std::vector<at::Tensor> outs, grads;
-  for (int64_t k = 0; k < n; ++k) {
-    if (!grads_in[k].defined()) continue;
-    outs.push_back(results[k]);
-    grads.push_back(grads_in[k]);
-  }
-  std::vector<at::Tensor> got(leaves.size());
-  if (!outs.empty()) {
-    got = torch::autograd::grad(outs, leaves, grads, /*retain_graph=*/false,
-                                /*create_graph=*/false, /*allow_unused=*/true);
-  }
+  const std::vector<at::Tensor> got =
+      use_cudnn_rnn(a.input) ? cudnn_rnn_backward(kCudnnModes[Kind], a, grads_in)
+                             : autograd_backward(Kind, cell, a, grads_in);
   std::vector<at::Tensor> result;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    result.push_back(got[i].defined() ? got[i].detach() : at::zeros_like(leaves[i]).detach());
+    result.push_back(i < got.size() && got[i].defined() ? got[i].detach()
+                                                        : at::zeros_like(leaves[i]).detach());
   }
   push_list(s, std::move(result));
 }

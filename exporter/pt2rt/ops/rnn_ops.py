@@ -441,13 +441,13 @@ class SequenceOps(torch.overrides.TorchFunctionMode):
             if self.static and not _any_symbolic(args[0]) and _fits_one_op(args):
                 return lstm(*args)
         elif func is torch.lstm and len(args) >= 2 and isinstance(args[1], torch.Tensor):
-            if any(is_symint(s) for s in args[0].shape):
+            if _any_symbolic(args[0]):
                 raise ExportError("pt2rt.export: dynamic_shapes: nn.LSTM on a PackedSequence is "
                                   "not supported; pass a padded tensor")
         kind = _SINGLE_STATE_FUNCTIONS.get(func)
         if kind is not None and not kwargs and len(args) == 9 \
                 and isinstance(args[0], torch.Tensor):
-            if any(is_symint(s) for s in args[0].shape):
+            if _any_symbolic(args[0]):
                 if isinstance(args[2], torch.Tensor):  # .data(data, batch_sizes, hx, params, ...)
                     raise ExportError(f"pt2rt.export: dynamic_shapes: torch.{kind} on a "
                                       "PackedSequence is not supported; pass a padded tensor")
