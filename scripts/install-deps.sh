@@ -7,7 +7,9 @@ PKGS=(cmake g++ ccache ninja-build libtorch-dev python3-torch python3-torchvisio
       ziptool catch2 libcxxopts-dev nlohmann-json3-dev python3-networkx python3-pytest python3-sklearn
       graphviz
       libpython3-dev clang-14 libclang-rt-14-dev  # clang + libFuzzer: tests/fuzz
-      libgloo-dev)  # <gloo/...> headers that c10d's ProcessGroupGloo.hpp includes (pt2rt_distributed)
+      libgloo-dev  # <gloo/...> headers that c10d's ProcessGroupGloo.hpp includes (pt2rt_distributed)
+      libopenblas0-openmp)  # Debian's torch links libblas.so.3: without this, the netlib reference
+                            # BLAS (libblas3), ~10x slower matmuls in export, tests and runtime
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

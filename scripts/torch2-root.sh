@@ -27,8 +27,10 @@ PKGS=(python3-torch libtorch-dev python3-torchvision cmake g++ ninja-build ccach
       libflatbuffers-dev flatbuffers-compiler python3-flatbuffers libzip-dev zipcmp zipmerge
       ziptool catch2 libcxxopts-dev nlohmann-json3-dev python3-pytest python3-networkx
       python3-sklearn graphviz
-      libgloo-dev)  # <gloo/...> headers of c10d's ProcessGroupGloo.hpp; same source version as
+      libgloo-dev  # <gloo/...> headers of c10d's ProcessGroupGloo.hpp; same source version as
                     # the libgloo0 that sid's libtorch2.x links (pt2rt_distributed)
+      libopenblas0-openmp)  # Debian's torch links libblas.so.3: without this, the netlib reference
+                            # BLAS (libblas3), ~10x slower matmuls in export, tests and runtime
 
 say() { echo "torch2-root: $*" >&2; }
 die() { echo "torch2-root: error: $*" >&2; exit 2; }

@@ -111,6 +111,21 @@ def _op_nodes(graph: DescribedGraph) -> int:
                if n.op == "call_function" and getattr(n.target, "__name__", "") != "getitem")
 
 
+_BLAS_WARNED = []
+
+
+def _warn_reference_blas(log: logging.Logger) -> None:
+    """Once per process: torch multiplies matrices with the reference BLAS (``capture/blas.py``),
+    which makes exports (and everything else) about ten times slower."""
+    from .capture.blas import REMEDY, reference_blas
+    path = reference_blas()
+    if path and not _BLAS_WARNED:
+        _BLAS_WARNED.append(path)
+        log.warning("pt2rt.export: torch runs on the reference BLAS (%s): matrix products, and "
+                    "with them this export, run about 10x slower than they could; %s", path,
+                    REMEDY)
+
+
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
            train: bool = True, inference: bool = True, partitioner: str = "default",
            bundle_examples: bool = True, decompositions: Optional[Dict] = None,
@@ -176,6 +191,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     # Progress of a long export on logger "pt2rt.export" (INFO; `python -m pt2rt save` and
     # `export-cli save` show it).
     log = logging.getLogger("pt2rt.export")
+    _warn_reference_blas(log)
     start = time.perf_counter()
     log.info("capturing %s with torch %s (%s)", type(model).__name__, torch.__version__,
              ", ".join(g for g, on in (("training graphs", train), ("inference graph", inference))

@@ -5,6 +5,7 @@ device recorded. The GPU side (archives captured on the CPU run on CUDA, archive
 CUDA run on the CPU) is scripts/gpu-check.sh's (scripts/device_sweep.py)."""
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -167,3 +168,29 @@ def test_an_unbounded_dim_is_warned_about_at_export():
     model = nn.Linear(3, 2)
     with pytest.warns(UserWarning, match=r"Dim 'batch' has no max.*export-cli --trusted"):
         pt2rt.export(model, (torch.randn(4, 3),), dynamic_shapes={"input": {0: pt2rt.Dim("batch")}})
+
+
+def test_graphs_do_not_depend_on_the_onednn_and_nnpack_flags():
+    """torch 1.13 traces with oneDNN and NNPACK as the caller set them (its make_fx records
+    aten.convolution above the backend choice: ``portability.cpu_kernel_choice_recorded``);
+    torch >= 2 turns them off for the trace. Either way, the flags the caller runs under must
+    not change a captured graph."""
+    def build():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, groups=2),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+        return model, (torch.randn(2, 3, 16, 16),)
+
+    codes = []
+    for enabled in (True, False):
+        model, args = build()
+        nnpack = getattr(torch.backends, "nnpack", None)
+        with torch.backends.mkldnn.flags(enabled=enabled), \
+                (nnpack.flags(enabled=enabled) if hasattr(nnpack, "flags")
+                 else contextlib.nullcontext()):
+            exported = pt2rt.export(model, args, bundle_examples=False)
+        codes.append({g.role: g.module.code for g in exported.graphs})
+    assert set(codes[0]) == {GraphRole.Inference, GraphRole.Forward, GraphRole.Backward}
+    assert "convolution_backward" in codes[0][GraphRole.Backward]
+    assert codes[0] == codes[1]

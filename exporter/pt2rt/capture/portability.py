@@ -12,7 +12,8 @@ nothing in the captured graphs may depend on the device the export ran on. Four 
   computed on the model's own device (``examples.py``); ``Producer.capture_device`` (schema
   1.5) records it.
 * ``portable_kernels()``: while tracing, the composite ops that choose a backend at trace time
-  take their plain ATen path — oneDNN, NNPACK and cuDNN off (``torch.backends.*.flags``), and
+  take their plain ATen path — oneDNN, NNPACK (torch >= 2 only: ``cpu_kernel_choice_recorded``)
+  and cuDNN off (``torch.backends.*.flags``), and
   ``F.scaled_dot_product_attention`` on its math backend
   (``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)``, torch >= 2.3) instead of
   ``_scaled_dot_product_flash_attention_for_cpu``, which has no CUDA kernel. With symbolic
@@ -151,17 +152,31 @@ def _conv_backend_choice_at_hints() -> Iterator[None]:
                 setattr(torch._C, n, fn)
 
 
+def cpu_kernel_choice_recorded() -> bool:
+    """Whether a capture on the running torch could record a CPU kernel family chosen by
+    oneDNN's or NNPACK's flags (torch >= 2: fake-tensor tracing through AOTAutograd's
+    decompositions reaches composite ops that pick a backend in traced code, e.g. SDPA's
+    ``_scaled_dot_product_flash_attention_for_cpu``, NNPACK's convolution guard on symbolic
+    sizes). torch 1.13's ``make_fx`` records ``aten.convolution`` / ``convolution_backward``
+    above ``_convolution``'s backend choice and has no SDPA, so its graphs do not depend on
+    those flags (``test_portability.py`` checks it); there the flags only decided which kernels
+    the real-tensor trace ran — with oneDNN off, the reference ``slow_conv2d``, which doubled
+    a conv net's export time."""
+    return int(torch.__version__.split(".")[0]) >= 2
+
+
 @contextlib.contextmanager
 def portable_kernels() -> Iterator[None]:
     """The backend flags and hooks of the module docstring, for the duration of a trace."""
     with warnings.catch_warnings(), contextlib.ExitStack() as stack:
-        # mkldnn.flags() also resets the TF32 setting, which warns on builds without Intel GPU
-        # support: that warning is noise here.
-        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
-        stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
-        nnpack = getattr(torch.backends, "nnpack", None)
-        if nnpack is not None and hasattr(nnpack, "flags"):
-            stack.enter_context(nnpack.flags(enabled=False))
+        if cpu_kernel_choice_recorded():
+            # mkldnn.flags() also resets the TF32 setting, which warns on builds without Intel
+            # GPU support: that warning is noise here.
+            warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
+            stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
+            nnpack = getattr(torch.backends, "nnpack", None)
+            if nnpack is not None and hasattr(nnpack, "flags"):
+                stack.enter_context(nnpack.flags(enabled=False))
         stack.enter_context(torch.backends.cudnn.flags(enabled=False))
         stack.enter_context(_sdpa_math())
         stack.enter_context(_conv_backend_choice_at_hints())
