@@ -13,7 +13,9 @@ Joint graph (``capture_joint``):
    update visible.
 2. Re-trace ``Interpreter(g1).run`` under ``make_fx(functionalize(...))`` with FLAT tensor
    arguments: in-place ops become functional and each mutated input gets a trailing
-   ``aten.copy_(placeholder, new_value)``.
+   ``aten.copy_(placeholder, new_value)``. The replay runs over fake tensors
+   (``_fake_replay``; on the real ones where fake propagation fails), so only step 1 runs the
+   model's kernels.
 3. ``finalize_graph``: each trailing copy_ becomes an ``InputMutation(of=<input>)`` output;
    ``get_attr`` tensor constants become ``Constant`` inputs; dead code is removed;
    placeholders are renamed ``primals_<n>`` / ``tangents_<n>``.
@@ -173,13 +175,40 @@ def _trace(fn: Callable, args: Sequence, what: str, model: torch.nn.Module,
 
 def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, what: str,
                            model, dynamic=None) -> fx.GraphModule:
-    """make_fx(functionalize(Interpreter(g).run)) with flat args (needed for the copy-back)."""
+    """make_fx(functionalize(Interpreter(g).run)) with flat args (needed for the copy-back).
+    A static capture replays over fake tensors where it can (``_fake_replay``), else on
+    ``args`` themselves."""
     def replay(*flat):
         return torch.fx.Interpreter(g).run(*flat)
+    what += ", functionalization"
     with prov.recording(record_calls=False), torch.no_grad():
-        gm = _trace(_functionalize(replay), args, what + ", functionalization", model,
-                    dynamic=dynamic)
+        gm = _fake_replay(replay, args, what, model) if dynamic is None else None
+        if gm is None:
+            gm = _trace(_functionalize(replay), args, what, model, dynamic=dynamic)
     prov.resolve(gm)
+    return gm
+
+
+def _fake_replay(replay: Callable, args: Sequence, what: str, model) -> Optional[fx.GraphModule]:
+    """The functionalization replay of a static capture over fake copies of ``args``
+    (``torch._subclasses.FakeTensorMode``): the replay only re-records ``g``'s ATen ops, whose
+    values it never reads, so running their kernels on the real tensors (a second forward and
+    backward of the model) bought nothing. Fake propagation adds ``meta["val"]``, which a
+    static graph does not carry (lowering reads it as symbolic sizes): dropped, leaving
+    ``tensor_meta`` as the real replay records it. None when the fake replay fails — a plain
+    tensor attribute of the model reaches an op (fake mode refuses real inputs), an op with a
+    data-dependent output size — and the caller then replays on the real tensors, which gives
+    the same graph or the error the real replay raises."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode()
+    try:
+        fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        with mode:
+            gm = _trace(_functionalize(replay), fakes, what, model)
+    except Exception:  # noqa: BLE001 - whatever fake propagation raises: replay for real
+        return None
+    for node in gm.graph.nodes:
+        node.meta.pop("val", None)
     return gm
 
 
