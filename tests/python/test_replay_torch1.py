@@ -1,0 +1,62 @@
+"""torch 1.13's functionalization replay (capture_torch1._replay_functionalized): over fake
+tensors or on the real ones, the same program."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import pt2rt
+import models
+
+pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2,
+                                reason="the torch 1.13 capture")
+
+
+def _program(monkeypatch, name: str, per_node: float) -> bytes:
+    from pt2rt.capture.torch1 import capture_torch1
+    monkeypatch.setattr(capture_torch1._FakeReplayCost, "per_node", per_node)
+    model, args = models.build(name)
+    return pt2rt.export(model, args, bundle_examples=False).program_bytes
+
+
+@pytest.mark.parametrize("name", ["cnn_bn", "in_place", "checkpointed", "lstm", "tied_lm"])
+def test_fake_and_real_replays_give_the_same_program(monkeypatch, name):
+    fake = _program(monkeypatch, name, 0.0)          # always cheaper: fake
+    real = _program(monkeypatch, name, float("inf"))  # never cheaper: real
+    assert fake == real
+
+
+class _PlainAttribute(nn.Module):
+    """A tensor attribute that is neither parameter nor buffer: a get_attr constant the fake
+    mode of 1.13 refuses as a real input, so the replay falls back to the real tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.scale = torch.linspace(0.5, 2.0, 4)
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+def test_a_replay_that_fake_tensors_refuse_runs_on_the_real_tensors(monkeypatch, tmp_path):
+    from pt2rt.capture.torch1 import capture_torch1
+    monkeypatch.setattr(capture_torch1._FakeReplayCost, "per_node", 0.0)
+    fell_back = []
+    fake_replay = capture_torch1._fake_replay
+
+    def watched(*args, **kwargs):
+        gm = fake_replay(*args, **kwargs)
+        fell_back.append(gm is None)
+        return gm
+    monkeypatch.setattr(capture_torch1, "_fake_replay", watched)
+    torch.manual_seed(0)
+    model, x = _PlainAttribute(), torch.randn(3, 4)
+    exported = pt2rt.export(model, (x,))
+    assert fell_back and all(fell_back)
+    model.eval()
+    with torch.no_grad():
+        want = model(x)
+    exported.save(tmp_path / "plain.pt2")
+    torch.testing.assert_close(pt2rt.load(tmp_path / "plain.pt2").module()(x), want)
