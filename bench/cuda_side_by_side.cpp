@@ -45,6 +45,7 @@
 // Not a test: it prints figures.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
+#include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/optim/sgd.h>
@@ -57,6 +58,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -110,38 +112,52 @@ struct Options {
   bool profile = false;  ///< print a torch.profiler table of one step + one inference each
 };
 
-[[noreturn]] void usage(int code) {
-  std::printf(
-      "usage: pt2rt_bench_cuda [--device cuda|cpu] [--models a,b,...] [--steps N] [--warmup N]\n"
-      "                        [--work-dir DIR] [--json FILE] [--capture-device cpu|cuda]\n"
-      "                        [--profile]\n"
-      "models: digits_cnn mlp lstm resnet18 mobilenet_v2 transformer (default); also\n"
-      "        lstm_unrolled (the LSTM exported as unrolled ATen cells, as before one op)\n");
-  std::exit(code);
-}
-
+/// The command line (cxxopts, as export-cli). Exits 0 after --help; 2 with a one-line error
+/// on an unknown option, a bad value, or a device other than cuda / cpu.
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    if (a == "--device") o.device = value();
-    else if (a == "--models") o.models = comma_list(value());
-    else if (a == "--steps") o.steps = std::stoi(value());
-    else if (a == "--warmup") o.warmup = std::stoi(value());
-    else if (a == "--work-dir") o.work_dir = value();
-    else if (a == "--json") o.json_path = value();
-    else if (a == "--capture-device") o.capture_device = value();
-    else if (a == "--profile") o.profile = true;
-    else if (a == "-h" || a == "--help") usage(0);
-    else usage(2);
-  }
-  const auto is_device = [](const std::string& d) { return d == "cuda" || d == "cpu"; };
-  if (!is_device(o.device) || !is_device(o.capture_device) || o.steps < 1 || o.warmup < 0) {
-    usage(2);
+  cxxopts::Options spec("pt2rt_bench_cuda", "pt2rt vs eager PyTorch on one device");
+  spec.add_options()
+      ("device", "cuda or cpu", cxxopts::value<std::string>()->default_value(o.device))
+      ("models", "comma-separated: digits_cnn mlp lstm resnet18 mobilenet_v2 transformer "
+                 "(default); also lstm_unrolled (the LSTM exported as unrolled ATen cells, as "
+                 "before one op)", cxxopts::value<std::string>())
+      ("steps", "measured rounds", cxxopts::value<int>()->default_value(std::to_string(o.steps)))
+      ("warmup", "rounds before measuring",
+       cxxopts::value<int>()->default_value(std::to_string(o.warmup)))
+      ("work-dir", "where the archives go", cxxopts::value<std::string>()->default_value(o.work_dir))
+      ("json", "also write the figures to this file", cxxopts::value<std::string>())
+      ("capture-device", "cpu or cuda: where the exporter captures",
+       cxxopts::value<std::string>()->default_value(o.capture_device))
+      ("profile", "print a torch.profiler table of one step + one inference each")
+      ("h,help", "this text");
+  try {
+    const auto r = spec.parse(argc, argv);
+    if (r.count("help")) {
+      std::printf("%s", spec.help().c_str());
+      std::exit(0);
+    }
+    if (!r.unmatched().empty()) {
+      throw std::invalid_argument("unexpected argument '" + r.unmatched().front() + "'");
+    }
+    o.device = r["device"].as<std::string>();
+    if (r.count("models")) o.models = comma_list(r["models"].as<std::string>());
+    o.steps = r["steps"].as<int>();
+    o.warmup = r["warmup"].as<int>();
+    o.work_dir = r["work-dir"].as<std::string>();
+    if (r.count("json")) o.json_path = r["json"].as<std::string>();
+    o.capture_device = r["capture-device"].as<std::string>();
+    o.profile = r.count("profile") > 0;
+    const auto is_device = [](const std::string& d) { return d == "cuda" || d == "cpu"; };
+    if (!is_device(o.device) || !is_device(o.capture_device)) {
+      throw std::invalid_argument("--device and --capture-device take cuda or cpu");
+    }
+    if (o.steps < 1 || o.warmup < 0) {
+      throw std::invalid_argument("--steps must be >= 1 and --warmup >= 0");
+    }
+  } catch (const std::exception& e) {  // cxxopts::exceptions::exception or the checks above
+    std::fprintf(stderr, "pt2rt_bench_cuda: %s (--help lists the options)\n", e.what());
+    std::exit(2);
   }
   return o;
 }
