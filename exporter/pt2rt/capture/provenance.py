@@ -43,6 +43,9 @@ _KEEP_TORCH = (os.path.join(_TORCH_DIR, "nn", "modules"),
                os.path.join(_TORCH_DIR, "nn", "functional.py"))
 _DROP_TORCH = (os.path.join(_TORCH_DIR, "nn", "modules", "module.py"),)
 _FRAME_KINDS: Dict[str, Tuple[bool, bool]] = {}  # filename -> (in pt2rt, shown to users)
+# pt2rt frames that sit between user frames while tracing (not the capture's own call of the
+# model): the modes' handlers and ``forward_modes``' wrapper of each module's forward.
+_TRANSPARENT = ("__torch_function__", "_pt2rt_watched_forward")
 
 Frames = Tuple[Tuple[str, int, str], ...]  # (filename, lineno, function), outermost first
 
@@ -77,7 +80,7 @@ def _raw_user_stack(skip: int) -> Frames:
         code = f.f_code
         kind = kinds.get(code.co_filename) or _classify(code.co_filename)
         if kind[0]:
-            if code.co_name != "__torch_function__":  # our modes sit between user frames
+            if code.co_name not in _TRANSPARENT:  # our modes sit between user frames
                 break
         elif kind[1]:
             frames.append((code.co_filename, f.f_lineno, code.co_name))
@@ -141,7 +144,7 @@ class Provenance:
     def _unchanged(self) -> bool:
         """Whether a _mark now would take the last _mark's record and find what it set still in
         place. The anchor is the innermost frame that is not torch-internal (a user or torch.nn
-        frame, or a pt2rt frame other than a mode's ``__torch_function__``): when it is the same
+        frame, or a pt2rt frame other than those in ``_TRANSPARENT``): when it is the same
         live frame at the same line under the same module stack, every frame
         ``_raw_user_stack`` keeps is the same, so the record is too. Walks only the torch
         frames between the call and its anchor, not the whole stack: most torch API calls
@@ -151,7 +154,7 @@ class Provenance:
         while f is not None:
             code = f.f_code
             kind = kinds.get(code.co_filename) or _classify(code.co_filename)
-            if kind[1] and not (kind[0] and code.co_name == "__torch_function__"):
+            if kind[1] and not (kind[0] and code.co_name in _TRANSPARENT):
                 break
             f = f.f_back
         last = self.anchor_
@@ -316,7 +319,13 @@ class MetaProvenance(Provenance):
 
     @contextlib.contextmanager
     def recording(self, record_calls: bool = True) -> Iterator[None]:
-        """Active around an AOTAutograd capture."""
+        """Active around an AOTAutograd capture: node meta preserved, module stack kept. The
+        records themselves are taken by ``mode()``, which the capture enters only while the
+        model runs (``forward_modes.during_forward``)."""
         # AOTAutograd's joint path preserves node meta itself; its inference path does not.
-        with fx_traceback.preserve_node_meta(), self._watching_modules(), _Mode(self):
+        with fx_traceback.preserve_node_meta(), self._watching_modules():
             yield
+
+    def mode(self) -> TorchFunctionMode:
+        """The ``TorchFunctionMode`` that takes a record at each torch API call."""
+        return _Mode(self)

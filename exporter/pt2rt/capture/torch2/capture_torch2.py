@@ -63,6 +63,7 @@ from ...ops.rnn_ops import has_lstm, sequence_ops
 from ...ops.traceable_ops import TORCH2_OPS, TraceableOps
 from ...passes.graph_passes import drop_unused_batch_norm_stats
 from ..call_names import FailingCall
+from ..forward_modes import during_forward
 from ..model_call import aliases_follow_substitution, fresh as _fresh, state_names
 from ..model_call import training_mode as _mode
 from ..module_rewrites import capturable
@@ -156,11 +157,13 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
         raise ExportError("pt2rt.export: keyword inputs do not flatten in signature order")
     grad_mode = torch.enable_grad() if train else torch.no_grad()
     calls = FailingCall()  # names the user's op in a data-dependent refusal
+    provenance = MetaProvenance(model)
     try:
         with _mode(model, train), grad_mode, capturable(model), _views_as_copies(model), \
                 aliases_follow_substitution(model), lstm_final_state_fix(), \
-                linalg_checks_as_asserts(), MetaProvenance(model).recording(), calls, \
-                TraceableOps(TORCH2_OPS), contextlib.ExitStack() as stack:
+                linalg_checks_as_asserts(), provenance.recording(), \
+                during_forward(model, [provenance.mode(), calls, TraceableOps(TORCH2_OPS)]), \
+                contextlib.ExitStack() as stack:
             if has_lstm(model):  # RNNs as one pt2rt:: node each (rnn_ops.SequenceOps)
                 stack.enter_context(sequence_ops(static=True))
             jd = aot_export_joint_with_descriptors(
