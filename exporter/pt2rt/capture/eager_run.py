@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
 
@@ -61,7 +61,7 @@ class EagerTrainRun:
     ``outputs``: the flat forward outputs (detached). ``diff``: indices of the differentiable
     outputs (floating, requiring grad), whose cotangents are ``ones_like``. ``param_grads``:
     ``.grad`` by FQN (``named_parameters()``: tied weights once) for every trainable parameter,
-    ``None`` where no gradient reached it. ``input_grads``: by flat input index, for inputs
+    ``None`` where no gradient reached it (with a ``grad_sink``: what the sink returned). ``input_grads``: by flat input index, for inputs
     that require grad. ``buffers``: ``named_buffers()`` after the forward.
     """
 
@@ -80,12 +80,32 @@ def _copy(model: torch.nn.Module, dtype: Optional[torch.dtype] = None) -> Iterat
     ``model`` itself with private copies swapped in (``model_call.private_state``) and
     everything put back on exit."""
     try:
-        m = copy.deepcopy(model)
+        m = copy.deepcopy(model, _cast_memo(model, dtype))
     except Exception:  # deepcopy raises whatever the model's attributes raise
         with private_state(model, dtype) as m:
             yield m
         return
     yield m if dtype is None else m.to(dtype)
+
+
+def _cast_memo(model: torch.nn.Module, dtype: Optional[torch.dtype]) -> Dict[int, torch.Tensor]:
+    """A ``copy.deepcopy`` memo that makes the copy take ``dtype`` casts of ``model``'s
+    floating parameters (plain ``nn.Parameter``s, ``requires_grad`` kept, no ``.grad`` — as
+    ``Parameter.__deepcopy__`` makes them) and buffers (plain tensors) instead of float32
+    copies that ``.to(dtype)`` would then replace: the float64 copy never holds a float32 copy
+    of the weights besides. Empty without ``dtype``; other tensor types are copied and cast as
+    before."""
+    memo: Dict[int, torch.Tensor] = {}
+    if dtype is None:
+        return memo
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) in memo or not t.is_floating_point():
+            continue
+        if type(t) is torch.nn.Parameter:
+            memo[id(t)] = torch.nn.Parameter(t.detach().to(dtype, copy=True), t.requires_grad)
+        elif type(t) is torch.Tensor:
+            memo[id(t)] = t.detach().to(dtype, copy=True)
+    return memo
 
 
 def _inputs(user_inputs: Sequence[torch.Tensor], dtype: Optional[torch.dtype],
@@ -94,12 +114,22 @@ def _inputs(user_inputs: Sequence[torch.Tensor], dtype: Optional[torch.dtype],
                   grad and x.requires_grad) for x in user_inputs]
 
 
+GradSink = Callable[[str, torch.Tensor], object]
+
+
 def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
                     user_inputs: Sequence[torch.Tensor],
-                    dtype: Optional[torch.dtype] = None) -> EagerTrainRun:
+                    dtype: Optional[torch.dtype] = None,
+                    grad_sink: Optional[GradSink] = None) -> EagerTrainRun:
     """Training forward + backward (ones as cotangents) on a copy of ``model``; with
     ``dtype`` (float64 references, ``examples.py``) the copy's floating parameters, buffers
     and inputs are cast to it first.
+
+    ``grad_sink``: called as ``grad_sink(fqn, grad)`` with each trainable parameter's
+    gradient as soon as autograd has accumulated it (``_sinking_grads``); ``param_grads``
+    keeps what it returns and the gradient is freed at once, so the run never holds every
+    gradient (float64 references keep a few numbers per parameter instead of a float64 copy
+    of the weights).
 
     Raises:
         ExportError: the model cannot be copied.
@@ -107,7 +137,9 @@ def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
     """
     xs = _inputs(user_inputs, dtype, True)
     args, kwargs = sig.split(xs)
-    with _copy(model, dtype) as m, _seeded(), training_mode(m, True), torch.enable_grad():
+    sunk: Dict[str, object] = {}
+    with _copy(model, dtype) as m, _seeded(), training_mode(m, True), torch.enable_grad(), \
+            _sinking_grads(m, grad_sink, sunk):
         outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
         diff = [i for i, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
         if diff:
@@ -115,9 +147,43 @@ def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
                                     [torch.ones_like(outs[i]) for i in diff])
         return EagerTrainRun(
             outputs=[o.detach() for o in outs], diff=diff,
-            param_grads={n: p.grad for n, p in m.named_parameters() if p.requires_grad},
+            param_grads={n: sunk.get(n) if grad_sink else p.grad
+                         for n, p in m.named_parameters() if p.requires_grad},
             input_grads={i: x.grad for i, x in enumerate(xs) if x.requires_grad},
             buffers={n: b.detach() for n, b in m.named_buffers()})
+
+
+@contextlib.contextmanager
+def _sinking_grads(m: torch.nn.Module, sink: Optional[GradSink],
+                   sunk: Dict[str, object]) -> Iterator[None]:
+    """With a ``sink``: a post-hook on each trainable parameter's gradient accumulator (the
+    ``AccumulateGrad`` node, which runs once per backward with the parameter's whole
+    gradient, however many uses it has) hands ``.grad`` to the sink, stores the result in
+    ``sunk[fqn]`` and sets ``.grad`` to None — ``torch.Tensor.register_post_accumulate_grad_hook``
+    (torch >= 2.1) spelled so that torch 1.13 has it too. The accumulator nodes are held for
+    the block: autograd keeps only a weak reference to them."""
+    if sink is None:
+        yield
+        return
+    accumulators, handles = [], []
+
+    def post_hook(fqn: str, p: torch.Tensor):
+        def hook(grad_inputs, grad_outputs):
+            if p.grad is not None:
+                sunk[fqn] = sink(fqn, p.grad)
+                p.grad = None
+        return hook
+
+    for fqn, p in m.named_parameters():
+        if p.requires_grad:
+            acc = p.view_as(p).grad_fn.next_functions[0][0]
+            accumulators.append(acc)
+            handles.append(acc.register_hook(post_hook(fqn, p)))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def eager_eval_outputs(model: torch.nn.Module, sig: ExportSignature,

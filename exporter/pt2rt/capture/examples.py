@@ -30,7 +30,8 @@ References are computed with TF32 off (``eager_run._seeded``).
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -49,78 +50,127 @@ def eager_example(model: torch.nn.Module, weights: Sequence[WeightSpec], sig: Ex
     ``eager_train_run`` already made on these inputs (it is reused, not recomputed)."""
     refs = ExampleReferences()
     with torch.random.fork_rng(devices=[]):
-        eval64, run64 = (_float64_runs(model, sig, user_inputs, train=train, inference=inference)
-                         if float64 else (None, None))
-        if inference:
-            outs = eager_eval_outputs(model, sig, user_inputs)
-            refs.outputs = [_reference(o, eval64, i) for i, o in enumerate(outs)]
+        run, grads, sketched = None, [], set()
         if train:
             run = train_run or eager_train_run(model, sig, user_inputs)
-            refs.train_outputs = [_reference(o, run64 and run64.outputs, i)
-                                  for i, o in enumerate(run.outputs)]
-            refs.grad_outputs = [tensor_data(torch.ones_like(run.outputs[i])) for i in run.diff]
             grads = [(w.fqn, run.param_grads.get(w.fqn)) for w in weights
                      if w.kind is WeightKind.Parameter and w.requires_grad]
             grads += [(f"input:{i}", g) for i, g in sorted(run.input_grads.items())]
             grads = [(k, g) for k, g in grads if g is not None]
-            sketched = [] if full_references else [(k, g) for k, g in grads
-                                                   if grad_sketch.sketchable(g)]
-            names = {k for k, _ in sketched}
-            grads64 = _grads(run64) if run64 is not None else {}
-            refs.grads = [(k, _reference(g, grads64, k)) for k, g in grads if k not in names]
-            if sketched:
+            sketched = set() if full_references else {k for k, g in grads
+                                                      if grad_sketch.sketchable(g)}
+            if sketched:  # before the float64 run, whose sink sketches with the same signs
                 refs.grad_sketch_seed = grad_sketch.DEFAULT_SEED
-                refs.grad_sketches = grad_sketch.compute_all(sketched, refs.grad_sketch_seed)
-                by_name = dict(sketched)
-                for s in refs.grad_sketches:
-                    g64 = grads64.get(s.name)
-                    if g64 is not None and list(g64.shape) == s.sizes:
-                        s.float64 = grad_sketch.compute(s.name, g64, refs.grad_sketch_seed,
-                                                        len(s.projections))
-                        s.float64.dtype = s.dtype
-                        s.float64_rmse = _reference(by_name[s.name], {0: g64}, 0).float64_rmse
+                refs.grad_sketches = grad_sketch.compute_all(
+                    [(k, g) for k, g in grads if k in sketched], refs.grad_sketch_seed)
+        eval64, run64 = (_float64_runs(model, sig, user_inputs, train=train, inference=inference,
+                                       grad_sink=_Float64Grads(run, sketched))
+                         if float64 else (None, None))
+        if inference:
+            outs = eager_eval_outputs(model, sig, user_inputs)
+            refs.outputs = [_reference(o, eval64, i) for i, o in enumerate(outs)]
+        if run is not None:
+            refs.train_outputs = [_reference(o, run64 and run64.outputs, i)
+                                  for i, o in enumerate(run.outputs)]
+            refs.grad_outputs = [tensor_data(torch.ones_like(run.outputs[i])) for i in run.diff]
+            grads64 = _grads(run64) if run64 is not None else {}
+            refs.grads = [(k, _reference(g, grads64, k)) for k, g in grads if k not in sketched]
+            for s in refs.grad_sketches if sketched else ():
+                g64 = grads64.get(s.name)
+                if isinstance(g64, torch.Tensor):  # a user input's: the run kept it whole
+                    g64 = _float64_grad(s.name, dict(grads)[s.name], g64, True)
+                if isinstance(g64, _Float64Grad) and g64.sketch is not None:
+                    s.float64 = g64.sketch
+                    s.float64.dtype = s.dtype
+                    s.float64_rmse = g64.rmse
             buffers64 = run64.buffers if run64 is not None else {}
             refs.buffers = [(w.fqn, _reference(run.buffers[w.fqn], buffers64, w.fqn))
                             for w in weights if w.kind is WeightKind.Buffer]
     return Example(name, [tensor_data(x) for x in user_inputs], refs)
 
 
+@dataclass
+class _Float64Grad:
+    """What the float64 run keeps of a parameter's gradient: its RMSE against the float32
+    gradient, and its sketch where the float32 gradient is sketched."""
+
+    rmse: Optional[float]
+    sketch: Optional[object] = None
+
+
+class _Float64Grads:
+    """The float64 training run's ``grad_sink`` (``eager_run.eager_train_run``): each float64
+    parameter gradient is reduced to a ``_Float64Grad`` as soon as autograd has it, so the run
+    never holds a float64 copy of every gradient (twice the weights) at once."""
+
+    def __init__(self, run: Optional[EagerTrainRun], sketched: Set[str]):
+        self.run_, self.sketched_ = run, sketched
+
+    def __call__(self, fqn: str, g64: torch.Tensor) -> Optional[_Float64Grad]:
+        g32 = self.run_.param_grads.get(fqn) if self.run_ is not None else None
+        return _float64_grad(fqn, g32, g64, fqn in self.sketched_)
+
+
+def _float64_grad(name: str, g32: object, g64: torch.Tensor,
+                  sketch: bool) -> Optional[_Float64Grad]:
+    """``g64`` reduced against the float32 gradient ``g32`` (None unless both are real
+    floating tensors of one shape); ``sketch``: with its sketch (``grad_sketch.DEFAULT_SEED``
+    and projections)."""
+    if not isinstance(g32, torch.Tensor) or not g32.is_floating_point() \
+            or g32.shape != g64.shape:
+        return None
+    out = _Float64Grad(_rmse(g32, g64))
+    if sketch:
+        out.sketch = grad_sketch.compute(name, g64, grad_sketch.DEFAULT_SEED,
+                                         grad_sketch.DEFAULT_PROJECTIONS)
+    return out
+
+
 def _float64_runs(model: torch.nn.Module, sig: ExportSignature,
-                  user_inputs: Sequence[torch.Tensor], *, train: bool, inference: bool
+                  user_inputs: Sequence[torch.Tensor], *, train: bool, inference: bool,
+                  grad_sink: Optional[_Float64Grads] = None
                   ) -> Tuple[Optional[List[torch.Tensor]], Optional[EagerTrainRun]]:
     """(eval outputs, training run) of a float64 copy of a float32 model; (None, None) when
     the model holds another floating dtype or its float64 copy fails to run (module
-    docstring)."""
+    docstring). The training run's parameter gradients go through ``grad_sink``."""
     floating = [t for t in list(model.parameters()) + list(model.buffers()) + list(user_inputs)
                 if t.is_floating_point()]
     if not floating or any(t.dtype != torch.float32 for t in floating):
         return None, None
     try:
         outs = eager_eval_outputs(model, sig, user_inputs, torch.float64) if inference else None
-        run = eager_train_run(model, sig, user_inputs, torch.float64) if train else None
+        run = eager_train_run(model, sig, user_inputs, torch.float64,
+                              grad_sink=grad_sink) if train else None
     except Exception:  # noqa: BLE001 - whatever a float64 copy raises: no float64 references
         return None, None
     return outs, run
 
 
-def _grads(run: EagerTrainRun) -> Dict[str, torch.Tensor]:
+def _grads(run: EagerTrainRun) -> Dict[str, object]:
     out = {k: g for k, g in run.param_grads.items() if g is not None}
     out.update({f"input:{i}": g for i, g in run.input_grads.items() if g is not None})
     return out
 
 
+def _rmse(t: torch.Tensor, ref: torch.Tensor) -> Optional[float]:
+    """Root-mean-square difference of two tensors of one shape, in float64 on the CPU; None
+    when not finite."""
+    diff = t.detach().double().cpu() - ref.detach().double().cpu()
+    rmse = float(diff.pow(2).mean().sqrt()) if diff.numel() else 0.0
+    return rmse if math.isfinite(rmse) else None
+
+
 def _reference(t: torch.Tensor, float64: Optional[object], key: object):
     """``tensor_data(t)`` with its float64 RMSE when ``float64[key]`` (a list or dict of the
-    float64 run's values) is a floating tensor of ``t``'s shape."""
+    float64 run's values) is a floating tensor of ``t``'s shape, or a ``_Float64Grad``."""
     data = tensor_data(t)
     ref = None
     if isinstance(float64, dict):
         ref = float64.get(key)
     elif isinstance(float64, list) and isinstance(key, int) and key < len(float64):
         ref = float64[key]
-    if isinstance(ref, torch.Tensor) and t.is_floating_point() and ref.shape == t.shape:
-        diff = t.detach().double().cpu() - ref.detach().double().cpu()
-        rmse = float(diff.pow(2).mean().sqrt()) if diff.numel() else 0.0
-        if math.isfinite(rmse):
-            data.float64_rmse = rmse
+    if isinstance(ref, _Float64Grad):  # a parameter gradient the float64 run reduced
+        data.float64_rmse = ref.rmse
+    elif isinstance(ref, torch.Tensor) and t.is_floating_point() and ref.shape == t.shape:
+        data.float64_rmse = _rmse(t, ref)
     return data

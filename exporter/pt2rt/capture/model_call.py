@@ -185,10 +185,8 @@ def private_state(model: torch.nn.Module,
     try:
         with restored_attributes(model):
             for t in tensors:
-                data = t.data.clone()
-                if dtype is not None and data.is_floating_point():
-                    data = data.to(dtype)
-                t.data = data
+                cast = dtype is not None and t.data.is_floating_point()
+                t.data = t.data.to(dtype, copy=True) if cast else t.data.clone()
                 if isinstance(t, torch.nn.Parameter):
                     t.grad = None
             yield model
