@@ -222,7 +222,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                       f"will not train): {', '.join(unused)}", stacklevel=3)
                         metadata["params_without_grad"] = ",".join(unused)
                     joint = backend.capture_joint(model, weights, sig, cpu_flat, constants,
-                                                  decompositions=table, **extra)
+                                                  decompositions=table, probe=eager, **extra)
                     check_tangents(model, eager, joint.graph.inputs)
                     export_policy.check_graphs([joint.graph])  # before the partitioner
                     fw_bw = partition(joint, partitioner)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
 
@@ -61,12 +61,15 @@ class EagerTrainRun:
     ``outputs``: the flat forward outputs (detached). ``diff``: indices of the differentiable
     outputs (floating, requiring grad), whose cotangents are ``ones_like``. ``param_grads``:
     ``.grad`` by FQN (``named_parameters()``: tied weights once) for every trainable parameter,
-    ``None`` where no gradient reached it (with a ``grad_sink``: what the sink returned). ``input_grads``: by flat input index, for inputs
-    that require grad. ``buffers``: ``named_buffers()`` after the forward.
+    ``None`` where no gradient reached it (with a ``grad_sink``: what the sink returned).
+    ``input_grads``: by flat input index, for inputs that require grad. ``buffers``:
+    ``named_buffers()`` after the forward. ``out_spec``: the pytree spec of forward()'s return
+    value (``model_call.flat_outputs``).
     """
 
     outputs: List[torch.Tensor]
     diff: List[int]
+    out_spec: Any = None
     param_grads: Dict[str, object] = field(default_factory=dict)
     input_grads: Dict[int, object] = field(default_factory=dict)
     buffers: Dict[str, torch.Tensor] = field(default_factory=dict)
@@ -140,13 +143,13 @@ def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
     sunk: Dict[str, object] = {}
     with _copy(model, dtype) as m, _seeded(), training_mode(m, True), torch.enable_grad(), \
             _sinking_grads(m, grad_sink, sunk):
-        outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
+        outs, spec = flat_outputs(m(*args, **kwargs), "forward()")
         diff = [i for i, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
         if diff:
             torch.autograd.backward([outs[i] for i in diff],
                                     [torch.ones_like(outs[i]) for i in diff])
         return EagerTrainRun(
-            outputs=[o.detach() for o in outs], diff=diff,
+            outputs=[o.detach() for o in outs], diff=diff, out_spec=spec,
             param_grads={n: sunk.get(n) if grad_sink else p.grad
                          for n, p in m.named_parameters() if p.requires_grad},
             input_grads={i: x.grad for i, x in enumerate(xs) if x.requires_grad},

@@ -53,6 +53,7 @@ from ...ops.traceable_ops import TORCH1_OPS, replacement
 from ...passes.graph_passes import (bernoulli_out_of_place, drop_unused_batch_norm_stats,
                                     slice_backward_sums_as_cat)
 from ..call_names import api_name
+from ..eager_run import EagerTrainRun
 from ..model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
 from ..model_call import flat_outputs as _flat_outputs, substituted as _substituted
 from ..model_call import training_mode as _mode
@@ -377,16 +378,33 @@ def _tuple_vals(g: fx.Graph) -> None:
 # ---------------------------------------------------------------------------
 # Entry points (called by capture.py)
 
+def _probe(model: torch.nn.Module, state_names, state: List[torch.Tensor], sig: ExportSignature,
+           user: List[torch.Tensor]) -> EagerTrainRun:
+    """A training-mode forward (no backward) on ``state``: outputs, differentiable ones, spec."""
+    try:
+        out = _call_model(model, state_names, state, sig, user)
+    except Exception as e:
+        raise CaptureError(f"pt2rt.export: {type(model).__name__}.forward failed on the "
+                           f"example inputs: {type(e).__name__}: {e}") from e
+    leaves, spec = _flat_outputs(out, "forward()")
+    diff = [i for i, t in enumerate(leaves) if t.requires_grad and t.is_floating_point()]
+    return EagerTrainRun(outputs=[t.detach() for t in leaves], diff=diff, out_spec=spec)
+
+
 def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                   user_inputs: List[torch.Tensor], constants: ConstantTable,
-                  decompositions: Optional[Dict] = None, dynamic=None) -> CapturedJoint:
+                  decompositions: Optional[Dict] = None, dynamic=None,
+                  probe: Optional[EagerTrainRun] = None) -> CapturedJoint:
     """The joint forward+backward graph in training mode; see the module docstring.
 
     ``weights``: parameters then buffers (Program order). ``user_inputs``: flat ``Plain``
     inputs; those with ``requires_grad`` get ``Grad`` outputs. ``decompositions``: the
     caller's table, applied on top of ``training_decompositions()`` (the caller's win).
     ``dynamic``: a ``dynamic_torch1.SymbolicInputs`` (dynamic shapes: a symbolic trace whose
-    tangents have the fake outputs' symbolic sizes) or None.
+    tangents have the fake outputs' symbolic sizes) or None. ``probe``: an
+    ``eager_run.eager_train_run`` of the model on these inputs (``capture.py`` has one), whose
+    output structure, differentiable outputs and output sizes (the tangents' sizes) are used
+    instead of running a forward again.
     """
     state_names = _state_names(model, weights)
     n_w, n_in = len(weights), len(user_inputs)
@@ -402,17 +420,15 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
         return [_fresh(x, x.requires_grad) for x in user_inputs]
 
     with _mode(model, True):
-        # Eager probe: which outputs are differentiable, and example tangents.
-        try:
-            probe = _call_model(model, state_names, fresh_state(), sig, fresh_inputs())
-        except Exception as e:
-            raise CaptureError(f"pt2rt.export: {type(model).__name__}.forward failed on the "
-                               f"example inputs: {type(e).__name__}: {e}") from e
-        leaves, spec = _flat_outputs(probe, "forward()")
-        sig.out_spec, sig.num_outputs = spec, len(leaves)
-        diff = [i for i, t in enumerate(leaves) if t.requires_grad and t.is_floating_point()]
-        tangents = [torch.ones_like(leaves[i]).detach() for i in diff]
-        del probe, leaves
+        # Which outputs are differentiable, and example tangents: from the eager run when the
+        # caller has one, else from a forward of our own.
+        if probe is None:
+            probe = _probe(model, state_names, fresh_state(), sig, fresh_inputs())
+        sig.out_spec, sig.num_outputs = probe.out_spec, len(probe.outputs)
+        diff = list(probe.diff)
+        # (the eager run ran where the model lives; the capture traces on the CPU)
+        tangents = [torch.ones_like(probe.outputs[i], device="cpu").detach() for i in diff]
+        del probe
 
         prov = Provenance(model)
 
@@ -460,6 +476,7 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
         else:
             with dynamic.tracing():
                 replay_args = [t.detach() for t in trace_args]
+        del trace_args  # the trace's copies of the weights: not held during the replay
         g2 = _replay_functionalized(g1, replay_args, prov, "joint forward+backward", model,
                                     dynamic, trace_s)
         if dynamic is not None and slice_backward_sums_as_cat(g2.graph):
@@ -536,6 +553,7 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
         else:
             with dynamic.tracing():
                 replay_args = [a.detach() for a in args]
+        del args  # the trace's copies of the weights: not held during the replay
         gm = _replay_functionalized(g1, replay_args, prov, "inference", model, dynamic,
                                     trace_s)
     in_desc = [w.descriptor() for w in weights]

@@ -397,9 +397,12 @@ def symbolic_inputs(spec):
 
 def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                   user_inputs: List[torch.Tensor], constants: ConstantTable,
-                  decompositions: Optional[Dict] = None, dynamic=None) -> CapturedJoint:
+                  decompositions: Optional[Dict] = None, dynamic=None,
+                  probe=None) -> CapturedJoint:
     """The joint forward+backward graph in training mode; see the module docstring.
-    ``dynamic``: a ``dynamic_torch2.SymbolicInputs`` (dynamic shapes) or None.
+    ``dynamic``: a ``dynamic_torch2.SymbolicInputs`` (dynamic shapes) or None. ``probe``: the
+    eager run ``capture.py`` passes to both backends; unused here (AOTAutograd finds the
+    differentiable outputs itself).
 
     Raises:
         CaptureError: the model cannot be traced, or the descriptors do not split into forward
