@@ -208,7 +208,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                 if inference:
                     graphs.append(backend.capture_inference(model, weights, sig, cpu_flat,
                                                             constants, decompositions=table,
-                                                            **extra))
+                                                            probe=eager, **extra))
                     if optimize_inference:
                         from ..passes.inference_passes import optimize
                         applied = optimize(graphs[-1])

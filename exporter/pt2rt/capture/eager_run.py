@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -64,12 +65,16 @@ class EagerTrainRun:
     ``None`` where no gradient reached it (with a ``grad_sink``: what the sink returned).
     ``input_grads``: by flat input index, for inputs that require grad. ``buffers``:
     ``named_buffers()`` after the forward. ``out_spec``: the pytree spec of forward()'s return
-    value (``model_call.flat_outputs``).
+    value (``model_call.flat_outputs``). ``seconds``: wall time of the forward + backward;
+    ``autograd_nodes``: nodes of the autograd graph behind the differentiable outputs (the
+    torch 1.13 capture weighs a fake-tensor trace against these).
     """
 
     outputs: List[torch.Tensor]
     diff: List[int]
     out_spec: Any = None
+    seconds: float = 0.0
+    autograd_nodes: int = 0
     param_grads: Dict[str, object] = field(default_factory=dict)
     input_grads: Dict[int, object] = field(default_factory=dict)
     buffers: Dict[str, torch.Tensor] = field(default_factory=dict)
@@ -143,17 +148,33 @@ def eager_train_run(model: torch.nn.Module, sig: ExportSignature,
     sunk: Dict[str, object] = {}
     with _copy(model, dtype) as m, _seeded(), training_mode(m, True), torch.enable_grad(), \
             _sinking_grads(m, grad_sink, sunk):
+        start = time.perf_counter()
         outs, spec = flat_outputs(m(*args, **kwargs), "forward()")
         diff = [i for i, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
+        nodes = _autograd_nodes([outs[i] for i in diff])
         if diff:
             torch.autograd.backward([outs[i] for i in diff],
                                     [torch.ones_like(outs[i]) for i in diff])
         return EagerTrainRun(
             outputs=[o.detach() for o in outs], diff=diff, out_spec=spec,
+            seconds=time.perf_counter() - start, autograd_nodes=nodes,
             param_grads={n: sunk.get(n) if grad_sink else p.grad
                          for n, p in m.named_parameters() if p.requires_grad},
             input_grads={i: x.grad for i, x in enumerate(xs) if x.requires_grad},
             buffers={n: b.detach() for n, b in m.named_buffers()})
+
+
+def _autograd_nodes(outputs: List[torch.Tensor]) -> int:
+    """Nodes of the autograd graph reachable from ``outputs``' ``grad_fn``s."""
+    seen = set()
+    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        stack.extend(n for n, _ in node.next_functions)
+    return len(seen)
 
 
 @contextlib.contextmanager

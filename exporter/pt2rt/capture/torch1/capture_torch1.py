@@ -3,19 +3,21 @@
 
 Joint graph (``capture_joint``):
 
-1. Trace ``joint(*primals, *tangents)`` with ``make_fx`` (real tensors). ``joint`` calls the
-   model inside ``model_call.substituted`` with every parameter and buffer passed in (lifted
-   to graph inputs; their aliases such as ``nn.RNNBase._flat_weights`` swapped too), then,
-   still inside the substitution (so that ``torch.utils.checkpoint``'s recomputation reads the
-   lifted parameters), ``torch.autograd.grad(differentiable outputs, trainable parameters +
-   user inputs that require grad, grad_outputs=tangents, allow_unused=True)``. Frozen parameters are not differentiated, so the graph holds no work
+1. Trace ``joint(*primals, *tangents)`` with ``make_fx`` (real or fake tensors, see 2).
+   ``joint`` calls the model inside ``model_call.substituted`` with every parameter and buffer
+   passed in (lifted to graph inputs; their aliases such as ``nn.RNNBase._flat_weights``
+   swapped too), then, still inside the substitution (so that ``torch.utils.checkpoint``'s
+   recomputation reads the lifted parameters), ``torch.autograd.grad(differentiable outputs,
+   trainable parameters + user inputs that require grad, grad_outputs=tangents,
+   allow_unused=True)``. Frozen parameters are not differentiated, so the graph holds no work
    for them. The decomposition table of ``decompositions.py`` makes BatchNorm's running-stat
    update visible.
 2. Re-trace ``Interpreter(g1).run`` under ``make_fx(functionalize(...))`` with FLAT tensor
    arguments: in-place ops become functional and each mutated input gets a trailing
    ``aten.copy_(placeholder, new_value)``. The replay runs over fake tensors
-   (``_fake_replay``; on the real ones where fake propagation fails), so only step 1 runs the
-   model's kernels.
+   (``_fake_trace``; on the real ones where fake propagation fails or costs more). Step 1 also
+   runs over fake tensors where the model's kernels cost more than 1.13's fake dispatch
+   (``_first_trace``, weighed against the eager run ``capture.py`` made).
 3. ``finalize_graph``: each trailing copy_ becomes an ``InputMutation(of=<input>)`` output;
    ``get_attr`` tensor constants become ``Constant`` inputs; dead code is removed;
    placeholders are renamed ``primals_<n>`` / ``tangents_<n>``.
@@ -186,10 +188,14 @@ class _FakeReplayCost:
     set): the choice only moves time."""
 
     per_node: Optional[float] = None
+    DEFAULT_PER_NODE = 1e-3  # before any fake trace has been timed (this 2-core machine's)
 
     @classmethod
-    def choose_fake(cls, nodes: int, trace_s: float) -> bool:
-        return cls.per_node is None or cls.per_node * nodes < trace_s
+    def choose_fake(cls, nodes: int, trace_s: float, unknown: float = 0.0) -> bool:
+        """Whether a fake trace of ``nodes`` nodes is expected to cost less than ``trace_s``;
+        ``unknown``: the per-node cost to assume before any was measured (0: try fake)."""
+        per_node = unknown if cls.per_node is None else cls.per_node
+        return per_node * nodes < trace_s
 
     @classmethod
     def record(cls, nodes: int, seconds: float) -> None:
@@ -199,18 +205,18 @@ class _FakeReplayCost:
 def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, what: str,
                            model, dynamic=None, trace_s: float = 0.0) -> fx.GraphModule:
     """make_fx(functionalize(Interpreter(g).run)) with flat args (needed for the copy-back).
-    A static capture replays over fake tensors (``_fake_replay``) when ``_FakeReplayCost``
+    A static capture replays over fake tensors (``_fake_trace``) when ``_FakeReplayCost``
     expects that to be cheaper than the real-tensor trace of ``g`` was (``trace_s`` seconds),
     and on ``args`` themselves otherwise or where the fake replay fails."""
     def replay(*flat):
         return torch.fx.Interpreter(g).run(*flat)
     what += ", functionalization"
-    nodes = sum(1 for n in g.graph.nodes if n.op == "call_function")
+    nodes = _op_nodes(g)
     with prov.recording(record_calls=False), torch.no_grad():
         gm = None
         if dynamic is None and _FakeReplayCost.choose_fake(nodes, trace_s):
             start = time.perf_counter()
-            gm = _fake_replay(replay, args, what, model)
+            gm = _fake_trace(_functionalize(replay), args, what, model)
             if gm is not None:
                 _FakeReplayCost.record(nodes, time.perf_counter() - start)
         if gm is None:
@@ -219,27 +225,82 @@ def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, 
     return gm
 
 
-def _fake_replay(replay: Callable, args: Sequence, what: str, model) -> Optional[fx.GraphModule]:
-    """The functionalization replay of a static capture over fake copies of ``args``
-    (``torch._subclasses.FakeTensorMode``): the replay only re-records ``g``'s ATen ops, whose
-    values it never reads, so running their kernels on the real tensors (a second forward and
-    backward of the model) bought nothing. Fake propagation adds ``meta["val"]``, which a
-    static graph does not carry (lowering reads it as symbolic sizes): dropped, leaving
-    ``tensor_meta`` as the real replay records it. None when the fake replay fails — a plain
-    tensor attribute of the model reaches an op (fake mode refuses real inputs), an op with a
-    data-dependent output size — and the caller then replays on the real tensors, which gives
-    the same graph or the error the real replay raises."""
+def _fake_trace(fn: Callable, args: Sequence, what: str, model,
+                decompositions=None) -> Optional[fx.GraphModule]:
+    """``_trace(fn)`` over fake copies of ``args`` (``torch._subclasses.FakeTensorMode``): for
+    a static capture, the trace only records ``fn``'s ATen ops, whose values it never reads
+    (``_DataDependenceGuard`` refuses a read on the real tensors; fake ones raise), so running
+    their kernels on the real tensors buys nothing where they cost more than 1.13's fake
+    dispatch. Fake propagation adds ``meta["val"]``, which a static graph does not carry
+    (lowering reads it as symbolic sizes): dropped, leaving ``tensor_meta`` as a real trace
+    records it. None when the fake trace fails — a plain tensor attribute of the model reaches
+    an op (fake mode refuses real inputs), an op without a fake implementation, a value read —
+    and the caller then traces the real tensors, which gives the same graph or the error the
+    real trace raises."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     mode = FakeTensorMode()
     try:
         fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
         with mode:
-            gm = _trace(_functionalize(replay), fakes, what, model)
-    except Exception:  # noqa: BLE001 - whatever fake propagation raises: replay for real
+            gm = _trace(fn, fakes, what, model, decompositions)
+    except Exception:  # noqa: BLE001 - whatever fake propagation raises: trace for real
         return None
     for node in gm.graph.nodes:
         node.meta.pop("val", None)
     return gm
+
+
+def _op_nodes(gm: fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+
+def _is_factory(node: fx.Node) -> bool:
+    """A call of an ATen op that takes no tensor (``zeros``, ``eye``, ``arange``, ``full``)."""
+    schema = getattr(node.target, "_schema", None)
+    return node.op == "call_function" and schema is not None and not any(
+        "Tensor" in str(a.type) for a in schema.arguments)
+
+
+def _drop_detaches_of_factories(gm: fx.GraphModule) -> None:
+    """``aten.detach`` of a tensor a factory op made (or of such a detach) is an alias of a
+    value that never requires grad: removed. 1.13's make_fx records one after every factory
+    op when it traces fake tensors and none on real ones; without it both traces give the
+    same graph."""
+    factories = {n for n in gm.graph.nodes if _is_factory(n)}
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is aten.detach.default \
+                and node.args and node.args[0] in factories:
+            factories.add(node.args[0])
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+            changed = True
+    if changed:
+        gm.recompile()
+
+
+def _first_trace(fn: Callable, args: Sequence, what: str, model: torch.nn.Module,
+                 decompositions, dynamic, estimate: Optional[Tuple[int, float]]
+                 ) -> Tuple[fx.GraphModule, float]:
+    """The first trace of a capture (``_trace``), over fake copies of ``args``
+    (``_fake_trace``) when ``estimate`` — (expected graph nodes, seconds the model's eager
+    kernels take for it, from the eager run ``capture.py`` made) — says that is cheaper
+    (``_FakeReplayCost``), else, or where the fake trace fails, on ``args``. Returns the graph
+    and what a trace on the real tensors costs (measured, or the estimate), which
+    ``_replay_functionalized`` weighs against a fake replay."""
+    if dynamic is None and estimate is not None and _FakeReplayCost.choose_fake(
+            estimate[0], estimate[1], unknown=_FakeReplayCost.DEFAULT_PER_NODE):
+        start = time.perf_counter()
+        gm = _fake_trace(fn, args, what, model, decompositions)
+        if gm is not None:
+            _FakeReplayCost.record(_op_nodes(gm), time.perf_counter() - start)
+            _drop_detaches_of_factories(gm)
+            return gm, estimate[1]
+    start = time.perf_counter()
+    gm = _trace(fn, args, what, model, decompositions, dynamic)
+    trace_s = time.perf_counter() - start
+    _drop_detaches_of_factories(gm)
+    return gm, trace_s
 
 
 # ---------------------------------------------------------------------------
@@ -425,6 +486,9 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
         if probe is None:
             probe = _probe(model, state_names, fresh_state(), sig, fresh_inputs())
         sig.out_spec, sig.num_outputs = probe.out_spec, len(probe.outputs)
+        # A joint graph has about 4 nodes per autograd node (forward op, its backward ops):
+        # resnet18 3.8, mobilenet_v2 3.5, a TransformerEncoder 2.7.
+        estimate = (4 * probe.autograd_nodes, probe.seconds) if probe.seconds else None
         diff = list(probe.diff)
         # (the eager run ran where the model lives; the capture traces on the CPU)
         tangents = [torch.ones_like(probe.outputs[i], device="cpu").detach() for i in diff]
@@ -468,9 +532,8 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
             trace_args = _symbolic_joint_args(model, state_names, sig, dynamic, fresh_state(),
                                               fresh_inputs(), diff, table)
         with prov.recording(), capturable(model):
-            start = time.perf_counter()
-            g1 = _trace(joint, trace_args, "joint forward+backward", model, table, dynamic)
-            trace_s = time.perf_counter() - start
+            g1, trace_s = _first_trace(joint, trace_args, "joint forward+backward", model,
+                                       table, dynamic, estimate)
         if dynamic is None:
             replay_args = [_fresh(t) for t in [w.tensor for w in weights] + user_inputs + tangents]
         else:
@@ -520,9 +583,13 @@ def _decomposed(table: Dict):
 
 def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                       user_inputs: List[torch.Tensor], constants: ConstantTable,
-                      decompositions: Optional[Dict] = None, dynamic=None) -> DescribedGraph:
+                      decompositions: Optional[Dict] = None, dynamic=None,
+                      probe: Optional[EagerTrainRun] = None) -> DescribedGraph:
     """The inference graph: eval mode, no grad, functionalized (``decompositions`` applied).
-    ``dynamic``: as ``capture_joint``'s."""
+    ``dynamic``: as ``capture_joint``'s. ``probe``: the eager training run, when the export
+    has one: it sizes the choice of a fake-tensor trace (``_first_trace``)."""
+    # About one node per autograd node, and a forward's share (a third) of the step's time.
+    estimate = (probe.autograd_nodes, probe.seconds / 3) if probe and probe.seconds else None
     state_names = _state_names(model, weights)
     n_w = len(weights)
     prov = Provenance(model)
@@ -544,10 +611,9 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
         # functorch 1.13's functionalize refuses saved-tensor hooks, which
         # torch.utils.checkpoint installs even under no_grad.
         with prov.recording(), capturable(model):
-            start = time.perf_counter()
-            g1 = _trace(forward, args, "inference", model,
-                        {**training_decompositions(), **(decompositions or {})}, dynamic)
-            trace_s = time.perf_counter() - start
+            g1, trace_s = _first_trace(forward, args, "inference", model,
+                                       {**training_decompositions(), **(decompositions or {})},
+                                       dynamic, estimate)
         if dynamic is None:
             replay_args = [_fresh(a) for a in args]
         else:

@@ -455,9 +455,10 @@ def _zero_non_floating_tangents(joint: DescribedGraph) -> None:
 
 def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: ExportSignature,
                       user_inputs: List[torch.Tensor], constants: ConstantTable,
-                      decompositions: Optional[Dict] = None, dynamic=None) -> DescribedGraph:
+                      decompositions: Optional[Dict] = None, dynamic=None,
+                      probe=None) -> DescribedGraph:
     """The inference graph: eval mode, no grad (AOTAutograd's inference path). ``dynamic``:
-    as for ``capture_joint``.
+    as for ``capture_joint``; ``probe``: unused here, as there.
 
     Raises:
         CaptureError: the model cannot be traced.
