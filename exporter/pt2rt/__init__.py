@@ -115,15 +115,25 @@ _BLAS_WARNED = []
 
 
 def _warn_reference_blas(log: logging.Logger) -> None:
-    """Once per process: torch multiplies matrices with the reference BLAS (``capture/blas.py``),
-    which makes exports (and everything else) about ten times slower."""
-    from .capture.blas import REMEDY, reference_blas
+    """Once per process: torch multiplies matrices with the reference BLAS, or with OpenBLAS
+    kernels older than the CPU (``capture/blas.py``), which makes exports (and everything else)
+    about ten or four times slower."""
+    from .capture.blas import CORETYPE_REMEDY, REMEDY, openblas_fallback, reference_blas
+    if _BLAS_WARNED:
+        return
     path = reference_blas()
-    if path and not _BLAS_WARNED:
+    if path:
         _BLAS_WARNED.append(path)
         log.warning("pt2rt.export: torch runs on the reference BLAS (%s): matrix products, and "
                     "with them this export, run about 10x slower than they could; %s", path,
                     REMEDY)
+        return
+    fallback = openblas_fallback()
+    if fallback:
+        _BLAS_WARNED.append(fallback[0])
+        log.warning("pt2rt.export: OpenBLAS (%s) does not recognise this CPU and runs its %s "
+                    "kernels: matrix products, and with them this export, run about 4x slower "
+                    "than they could; %s", fallback[0], fallback[1], CORETYPE_REMEDY)
 
 
 def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
