@@ -26,6 +26,7 @@ for b in "$lane1" "$lane2"; do
     [ -e "$b/$f" ] || { echo "tests/cross/run.sh: $b/$f is missing (build and test that lane first)" >&2; exit 2; }
   done
 done
+. "$root/scripts/openblas-env.sh"  # the same BLAS kernels as lane 1.13's ctest references
 in_root() { "$root/scripts/torch2-root.sh" run "$@"; }
 step() {  # step NAME CMD...
   local name=$1 t0=$SECONDS; shift

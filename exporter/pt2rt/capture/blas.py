@@ -18,7 +18,7 @@ products about 4x slower than its ``Haswell`` ones on the same AVX2 CPU (sgemm 1
 ``openblas_fallback()`` finds that case (``openblas_get_corename()`` through ctypes, the CPU's
 flags from ``/proc/cpuinfo``); the remedy is OpenBLAS's own ``OPENBLAS_CORETYPE`` variable.
 ``python -m pt2rt.capture.blas`` prints the core to set (nothing when none is needed), for
-scripts: ``scripts/test-lane.sh`` uses it.
+scripts: the test scripts source ``scripts/openblas-env.sh``, which uses it.
 """
 from __future__ import annotations
 
