@@ -27,10 +27,8 @@ class _Records(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def test_an_export_on_the_reference_blas_warns_once_naming_the_remedy(monkeypatch):
-    monkeypatch.setattr(pt2rt, "_BLAS_WARNED", [])
-    blas.reference_blas.cache_clear()
-    monkeypatch.setattr(blas, "reference_blas", lambda: "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3")
+def _warnings_of_two_exports():
+    """The warnings logger "pt2rt.export" gets from two exports in a row."""
     model, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
     records, log = _Records(), logging.getLogger("pt2rt.export")
     log.addHandler(records)
@@ -39,7 +37,14 @@ def test_an_export_on_the_reference_blas_warns_once_naming_the_remedy(monkeypatc
         pt2rt.export(model, (x,), bundle_examples=False)
     finally:
         log.removeHandler(records)
-    warned = [m for m in records.messages if "reference BLAS" in m]
+    return records.messages
+
+
+def test_an_export_on_the_reference_blas_warns_once_naming_the_remedy(monkeypatch):
+    monkeypatch.setattr(pt2rt, "_BLAS_WARNED", [])
+    blas.reference_blas.cache_clear()
+    monkeypatch.setattr(blas, "reference_blas", lambda: "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3")
+    warned = [m for m in _warnings_of_two_exports() if "reference BLAS" in m]
     assert len(warned) == 1
     assert "libopenblas0-openmp" in warned[0] and "/blas/libblas.so.3" in warned[0]
 
@@ -75,14 +80,6 @@ def test_an_export_on_fallback_openblas_kernels_warns_once_naming_the_variable(m
     monkeypatch.setattr(blas, "reference_blas", lambda: None)
     monkeypatch.setattr(blas, "openblas_fallback",
                         lambda: ("/usr/lib/x86_64-linux-gnu/libopenblas.so.0", "Prescott"))
-    model, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
-    records, log = _Records(), logging.getLogger("pt2rt.export")
-    log.addHandler(records)
-    try:
-        pt2rt.export(model, (x,), bundle_examples=False)
-        pt2rt.export(model, (x,), bundle_examples=False)
-    finally:
-        log.removeHandler(records)
-    warned = [m for m in records.messages if "OpenBLAS" in m]
+    warned = [m for m in _warnings_of_two_exports() if "OpenBLAS" in m]
     assert len(warned) == 1
     assert "OPENBLAS_CORETYPE=Haswell" in warned[0] and "Prescott" in warned[0]

@@ -27,7 +27,7 @@ import functools
 import os
 import re
 import sys
-from typing import Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 _REFERENCE = re.compile(r"/blas/libblas\.so\.3[.\d]*$")
 
@@ -37,15 +37,17 @@ def reference_blas() -> Optional[str]:
     """The path of the netlib reference ``libblas.so.3`` mapped into this process (after
     ``import torch``), or None: another BLAS (OpenBLAS, MKL, BLIS, Accelerate), or no
     ``/proc/self/maps`` to read (not Linux)."""
+    return next((p for p in _mapped_paths() if _REFERENCE.search(p)), None)
+
+
+def _mapped_paths() -> Iterator[str]:
+    """The file paths in ``/proc/self/maps`` (nothing where it cannot be read: not Linux)."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             for line in maps:
-                path = line.rstrip("\n").split(" ")[-1]
-                if _REFERENCE.search(path):
-                    return path
+                yield line.rstrip("\n").split(" ")[-1]
     except OSError:
-        return None
-    return None
+        return
 
 
 REMEDY = ("install an optimized BLAS (Debian/Ubuntu: apt install libopenblas0-openmp; it "
@@ -60,15 +62,7 @@ _PRE_AVX2_CORES = frozenset({"Katmai", "Coppermine", "Northwood", "Prescott", "B
 
 def _mapped(pattern: str) -> Optional[str]:
     """The first library path in ``/proc/self/maps`` whose file name contains ``pattern``."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                path = line.rstrip("\n").split(" ")[-1]
-                if pattern in os.path.basename(path):
-                    return path
-    except OSError:
-        return None
-    return None
+    return next((p for p in _mapped_paths() if pattern in os.path.basename(p)), None)
 
 
 def _cpu_flags() -> frozenset:

@@ -73,13 +73,11 @@ def eager_example(model: torch.nn.Module, weights: Sequence[WeightSpec], sig: Ex
             refs.train_outputs = [_reference(o, run64 and run64.outputs, i)
                                   for i, o in enumerate(run.outputs)]
             refs.grad_outputs = [tensor_data(torch.ones_like(run.outputs[i])) for i in run.diff]
-            grads64 = _grads(run64) if run64 is not None else {}
+            grads64 = _grads64(run64, dict(grads), sketched) if run64 is not None else {}
             refs.grads = [(k, _reference(g, grads64, k)) for k, g in grads if k not in sketched]
             for s in refs.grad_sketches if sketched else ():
                 g64 = grads64.get(s.name)
-                if isinstance(g64, torch.Tensor):  # a user input's: the run kept it whole
-                    g64 = _float64_grad(s.name, dict(grads)[s.name], g64, True)
-                if isinstance(g64, _Float64Grad) and g64.sketch is not None:
+                if g64 is not None and g64.sketch is not None:
                     s.float64 = g64.sketch
                     s.float64.dtype = s.dtype
                     s.float64_rmse = g64.rmse
@@ -146,9 +144,16 @@ def _float64_runs(model: torch.nn.Module, sig: ExportSignature,
     return outs, run
 
 
-def _grads(run: EagerTrainRun) -> Dict[str, object]:
-    out = {k: g for k, g in run.param_grads.items() if g is not None}
-    out.update({f"input:{i}": g for i, g in run.input_grads.items() if g is not None})
+def _grads64(run64: EagerTrainRun, grads32: Dict[str, torch.Tensor],
+             sketched: Set[str]) -> Dict[str, _Float64Grad]:
+    """The float64 run's gradients by reference name, each a ``_Float64Grad``: the parameters'
+    as its sink reduced them, the user inputs' (kept whole by the run) reduced here."""
+    out = {k: g for k, g in run64.param_grads.items() if g is not None}
+    for i, g64 in run64.input_grads.items():
+        k = f"input:{i}"
+        reduced = None if g64 is None else _float64_grad(k, grads32.get(k), g64, k in sketched)
+        if reduced is not None:
+            out[k] = reduced
     return out
 
 
