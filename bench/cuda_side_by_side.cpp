@@ -86,8 +86,9 @@ struct Variant {
 /// Run bounds off (RunLimits::kUnlimited, as `export-cli --trusted`): these are the benchmark's
 /// own exports, and the bounds for untrusted archives scale with the archive's size, not with
 /// the batch (a 32 × 3 × 224² training step needs more than they allow).
-/// Where CUDA is available, "graphs" adds LoadOptions::cuda_graphs (inference calls replayed
-/// from CUDA graphs; training steps run as without).
+/// Where CUDA is available, "graphs" adds LoadOptions::cuda_graphs (inference calls, and the
+/// training step's forward and backward, replayed from CUDA graphs; the loss and
+/// torch::optim::SGD's step run as without).
 std::vector<Variant> variants() {
   pt2rt::LoadOptions trusted;
   trusted.run.max_bytes = trusted.run.max_work = pt2rt::RunLimits::kUnlimited;

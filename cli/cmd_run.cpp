@@ -90,24 +90,23 @@ int cmd_run(int argc, char** argv) {
   NamedTensors grads;
   std::ostringstream timing;
   timing << std::fixed << std::setprecision(3);
+  // --cuda-graphs: the warm-up calls, then the capture; the printed outputs, gradients and
+  // time are a replay's.
+  const int calls = load.cuda_graphs ? kCudaGraphWarmupRuns + 2 : 1;
   if (train) {
-    TrainStep step = run_training_step(model, inputs, grad_outputs);
+    TrainStep step;
+    for (int i = 0; i < calls; ++i) step = run_training_step(model, inputs, grad_outputs);
     outputs = std::move(step.outputs);
     grads = std::move(step.grads);
     timing << "forward " << step.forward_ms << " ms, backward " << step.backward_ms
-           << " ms (training)";
+           << " ms (training";
   } else {
     double ms = 0.0;
-    // --cuda-graphs: the warm-up calls, then the capture; the printed outputs and time are a
-    // replay's.
-    const int calls = load.cuda_graphs ? kCudaGraphWarmupRuns + 2 : 1;
     for (int i = 0; i < calls; ++i) outputs = run_inference(model, inputs, &ms);
     timing << "forward " << ms << " ms (inference";
-    if (load.cuda_graphs) {
-      timing << ", CUDA graph: " << model.cuda_graph_report();
-    }
-    timing << ")";
   }
+  if (load.cuda_graphs) timing << ", CUDA graph: " << model.cuda_graph_report();
+  timing << ")";
 
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::cout << "input " << i << ": " << describe(inputs[i], true) << "\n";

@@ -166,6 +166,8 @@ int cmd_train(int argc, char** argv) {
       ("lr-min", "cosine: the final learning rate (eta_min)", cxxopts::value<double>()->default_value("0"))
       ("seed", "seed of the per-epoch shuffle and of the graphs' random ops (torch::manual_seed)", cxxopts::value<uint64_t>()->default_value("0"))
       ("device", "cpu or cuda[:index]", cxxopts::value<std::string>()->default_value("cpu"))
+      ("cuda-graphs", "with --device cuda: replay each batch shape's forward and backward from "
+       "CUDA graphs (LoadOptions::cuda_graphs)")
       ("save", "write the fine-tuned archive here (atomically)", cxxopts::value<std::string>());
   // clang-format on
   add_resume_options(options);       // train_resume.h
@@ -178,7 +180,12 @@ int cmd_train(int argc, char** argv) {
   if (!result.count("data")) throw UsageError("missing --data train.pt (see --help)");
   Settings s;
   s.device = rank_device(parse_device(result["device"].as<std::string>()));
-  Model model = Model::load(path, s.device, load_options(result));
+  LoadOptions load = load_options(result);
+  load.cuda_graphs = result.count("cuda-graphs") > 0;
+  if (load.cuda_graphs && !s.device.is_cuda()) {
+    throw UsageError("--cuda-graphs needs --device cuda (it records CUDA kernels)");
+  }
+  Model model = Model::load(path, s.device, load);
   TrainOptions opts(result, model, path);  // with --resume: the stored settings (train_resume.h)
   const std::string loss_name = opts.text("loss");
   check_loss_kind(loss_name);
@@ -353,6 +360,7 @@ int cmd_train(int argc, char** argv) {
   std::cout << "  (" << std::setprecision(2) << total << " s)" << std::defaultfloat << "\n";
 
   dist.report(total);
+  if (load.cuda_graphs) std::cout << "CUDA graphs:\n" << model.cuda_graph_report() << "\n";
   if (result.count("save") && dist.saves()) {
     opts.save(model, *optimizer, s.device, gen, epochs, optimizer_steps,
               result["save"].as<std::string>());

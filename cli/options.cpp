@@ -120,9 +120,10 @@ void add_deployment_options(cxxopts::Options& options) {
        "layer at load with ATen's kernel and with oneDNN and run the faster "
        "(LoadOptions::onednn_benchmark: results then differ from eager PyTorch by float "
        "rounding)")
-      ("cuda-graphs", "with --device cuda: record inference calls into a CUDA graph once per "
-       "input shape and replay it (LoadOptions::cuda_graphs; not with --train). run: the "
-       "outputs shown are a replay's; profile: call times are replays' (no per-node rows)");
+      ("cuda-graphs", "with --device cuda: record calls into CUDA graphs once per input "
+       "shape and replay them (LoadOptions::cuda_graphs; with --train the forward and the "
+       "backward). run: the outputs shown are a replay's; profile: call times are replays' "
+       "(no per-node rows)");
   // clang-format on
 }
 
@@ -134,9 +135,6 @@ void apply_deployment_options(const cxxopts::ParseResult& result, bool train, c1
     throw UsageError("--train cannot run on an --inference-only / --onednn-benchmark load");
   }
   load.cuda_graphs = result.count("cuda-graphs") > 0;
-  if (train && load.cuda_graphs) {
-    throw UsageError("--cuda-graphs records inference calls only; drop it with --train");
-  }
   if (load.cuda_graphs && !device.is_cuda()) {
     throw UsageError("--cuda-graphs needs --device cuda (it records CUDA kernels)");
   }

@@ -53,8 +53,8 @@ LoadOptions load_options(const cxxopts::ParseResult& result);
 /// (LoadOptions::cuda_graphs): the deployment loads of `run` and `profile`.
 void add_deployment_options(cxxopts::Options& options);
 /// Sets `load`'s inference_only / onednn_benchmark / cuda_graphs from those options.
-/// @throws UsageError when `train` (a training call needs the forward/backward graphs; CUDA
-///   graphs record inference calls only), or --cuda-graphs without a CUDA `device`.
+/// @throws UsageError when `train` with --inference-only / --onednn-benchmark (a training
+///   call needs the forward/backward graphs), or --cuda-graphs without a CUDA `device`.
 void apply_deployment_options(const cxxopts::ParseResult& result, bool train, c10::Device device,
                               LoadOptions& load);
 

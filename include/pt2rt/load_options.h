@@ -130,15 +130,20 @@ struct LoadOptions {
   /// a CUDA graph once per input-shape key and replay it, as torch.cuda.make_graphed_callables
   /// / torch.compile(mode="reduce-overhead") do: a call then costs one graph launch plus the
   /// copies of its inputs and outputs instead of one launch per kernel
-  /// (runtime/exec/cuda_graphs.h). The first kCudaGraphWarmupRuns calls of a key run
-  /// normally; a call that cannot be captured (it synchronises with the host, e.g. a
-  /// data-dependent size) is run normally from then on, with a warning naming the reason.
-  /// Parameters and buffers are read at their own addresses, so a replay sees their current
-  /// values. Training calls are not captured (yet). Ignored on other devices.
+  /// (runtime/exec/inference_graphs.h). Training calls likewise: the forward and its backward
+  /// each replay a graph (runtime/exec/training_graphs.h: saved activations stay in the
+  /// graphs' memory pool; while a replayed forward's backward is still to come, further
+  /// forwards of its key run without the graph). The first kCudaGraphWarmupRuns calls of a
+  /// key run normally; a call that cannot be captured (it synchronises with the host, e.g. a
+  /// data-dependent size, or draws from the CPU generator) is run normally from then on, with
+  /// a warning naming the reason. Parameters and buffers are read and written at their own
+  /// addresses, so a replay sees their current values (optimizers update them in place);
+  /// dropout stays random across replays (the CUDA generator's Philox offset advances).
+  /// Ignored on other devices. Model::cuda_graph_report() says what was captured.
   /// @throws pt2rt::InputError at load on CUDA when pt2rt was built without CUDA.
   bool cuda_graphs = false;
-  /// With cuda_graphs: the most input-shape keys captured (a dynamic archive's calls of
-  /// further shapes run without a graph). Each graph keeps its inputs', outputs' and
+  /// With cuda_graphs: the most input-shape keys captured, for inference and for training
+  /// each (a dynamic archive's calls of further shapes run without a graph). Each graph keeps its inputs', outputs' and
   /// intermediates' memory in the model's private CUDA graph pool.
   size_t max_cuda_graphs = 8;
 };

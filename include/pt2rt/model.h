@@ -109,9 +109,12 @@ class Model {
   /// the reference stays valid as long as the Model (to() keeps it).
   const Signature& signature() const;
 
-  /// What LoadOptions::cuda_graphs did, one line per input-shape key seen by an inference
-  /// call: "<dtypes, sizes, strides>: warm-up N", "...: captured, R replays" or
-  /// "...: refused: <why the capture failed>" (runtime/exec/cuda_graphs.h). Empty without
+  /// What LoadOptions::cuda_graphs did, one line per input-shape key seen: inference calls
+  /// "<dtypes, sizes, strides>: warm-up N", "...: captured, R replays" or
+  /// "...: refused: <why the capture failed>" (runtime/exec/inference_graphs.h); training
+  /// calls "train plan <id> <key>: forward <status>; backward <grad-outputs key>: <status>"
+  /// (runtime/exec/training_graphs.h); "inference: not captured: <why>" / "train: not
+  /// captured: <why>" for graphs that cannot be replayed (they write a user input). Empty without
   /// cuda_graphs or off CUDA.
   std::string cuda_graph_report() const;
 

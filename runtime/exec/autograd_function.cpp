@@ -59,6 +59,47 @@ void run_forward(const ModelState& s, const TrainingPlan& tp,
   apply_mutations(s, fw, out, user);
 }
 
+/// LoadOptions::cuda_graphs applies to this training call: graphs were made for the model
+/// and no user output aliases an input (a copy of a graph's static output could not).
+bool graphable(const ModelState& s, const TrainingPlan& tp) {
+  if (!s.training_graphs) return false;
+  for (bool alias : tp.alias_output) {
+    if (alias) return false;
+  }
+  return true;
+}
+
+/// run_forward through s.training_graphs (training_graphs.h): the captured call returns the
+/// user outputs, then the Saved(k) values (None as undefined: a graphable forward saves
+/// tensors only). Replayed user outputs are copied; saved values stay the graph's static
+/// tensors, which its backward graph reads.
+void run_forward_graphed(const ModelState& s, const TrainingPlan& tp,
+                         const std::vector<at::Tensor>& user, variable_list& results,
+                         std::vector<c10::IValue>& saved,
+                         std::shared_ptr<TrainingGraphs::Ticket>* ticket) {
+  const size_t num_out = s.forward->bindings.user_output_values.size();
+  const TrainingGraphs::Result r = s.training_graphs->forward(
+      &tp, user,
+      [&](const std::vector<at::Tensor>& in) {
+        variable_list res;
+        std::vector<c10::IValue> sv(saved.size());
+        run_forward(s, tp, in, res, &sv);
+        std::vector<at::Tensor> flat(res.begin(), res.end());
+        for (const c10::IValue& v : sv) flat.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+        return flat;
+      },
+      ticket);
+  results.assign(num_out, at::Tensor());
+  for (size_t i = 0; i < num_out; ++i) {
+    const at::Tensor& o = r.outputs[i];
+    results[i] = r.replayed && o.defined() ? o.clone() : o;
+  }
+  for (size_t k = 0; k < saved.size(); ++k) {
+    const at::Tensor& v = r.outputs[num_out + k];
+    saved[k] = v.defined() ? c10::IValue(v) : c10::IValue();
+  }
+}
+
 struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
   /// inputs: the user inputs, then the continuation token (backward_chain.h).
   static variable_list forward(AutogradContext* ctx, const std::shared_ptr<BackwardRun>& run,
@@ -69,7 +110,11 @@ struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
 
     variable_list results;
     std::vector<c10::IValue> saved(s.forward->bindings.num_saved);
-    run_forward(s, tp, user, results, &saved);
+    if (graphable(s, tp)) {
+      run_forward_graphed(s, tp, user, results, saved, &run->ticket);
+    } else {
+      run_forward(s, tp, user, results, &saved);
+    }
 
     variable_list to_save;
     to_save.reserve(saved.size());
@@ -105,6 +150,9 @@ struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto capsule = ctx->saved_data.at(kRunKey).toCapsule();
     BackwardRun& run = *static_cast<RunCapsule*>(capsule.get())->run;
+    // Before the saved variables are unpacked: a replay's static input copy bumped the
+    // version of a saved input, and autograd's in-place message would not say why.
+    if (run.ticket) run.state->training_graphs->check_current(*run.ticket);
 
     variable_list saved_vars = ctx->get_saved_variables();
     std::vector<c10::IValue> saved(saved_vars.begin(), saved_vars.end());
@@ -117,7 +165,18 @@ struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
         if (!v.isNone()) saved[k] = v;
       }
     }
-    start_backward(run, saved, grad_outputs);
+    if (run.ticket) {
+      // LoadOptions::cuda_graphs: the backward as one call (training_graphs.h).
+      const TrainingGraphs::Result r = run.state->training_graphs->backward(
+          run.ticket, grad_outputs, [&](const std::vector<at::Tensor>& tangents) {
+            return run_whole_backward(run, saved, tangents);
+          });
+      run.whole = true;
+      run.whole_static = r.replayed;
+      run.whole_grads = r.outputs;
+    } else {
+      start_backward(run, saved, grad_outputs);
+    }
     const size_t num_user = run.state->forward->bindings.user_input_positions.size();
     variable_list grads(1 + num_user + 1);
     grads.back() = run.state->continuation;

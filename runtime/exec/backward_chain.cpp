@@ -28,12 +28,19 @@ class BackwardSegment final : public torch::autograd::Node {
   variable_list apply(variable_list&& /*continuation*/) override {
     BackwardRun& r = *run_;
     const TrainingPlan& tp = *r.plan;
-    tp.backward->run_segment(r.frame, r.outputs);
+    if (!r.whole) tp.backward->run_segment(r.frame, r.outputs);
     const std::vector<GradDelivery>& grads = tp.segment_grads[index_];
     const bool last = index_ + 1 == tp.segment_grads.size();
     variable_list out;
     out.reserve(grads.size() + 1);
     for (const GradDelivery& g : grads) {
+      if (r.whole) {
+        // A graph's static gradient is overwritten by the next replay: hand out a copy.
+        at::Tensor& t = r.whole_grads[g.output];
+        out.push_back(r.whole_static && t.defined() ? t.clone() : std::move(t));
+        t = at::Tensor();
+        continue;
+      }
       c10::IValue& v = r.outputs[g.output];
       // Moved out: the engine's input buffer then holds the only reference, so
       // AccumulateGrad can steal it into an undefined .grad.
@@ -45,6 +52,7 @@ class BackwardSegment final : public torch::autograd::Node {
     } else {
       r.frame = Frame();  // nothing of this run's backward stays alive
       r.outputs.clear();
+      r.whole_grads.clear();
     }
     return out;
   }
@@ -82,6 +90,21 @@ void start_backward(BackwardRun& run, const std::vector<c10::IValue>& saved,
   const ExecutionPlan& plan = *run.plan->backward;
   run.frame = plan.start(bind_inputs(s, bw, nullptr, {}, &saved, &tangents));
   run.outputs.assign(bw.bindings.outputs.size(), c10::IValue());
+}
+
+std::vector<at::Tensor> run_whole_backward(BackwardRun& run, const std::vector<c10::IValue>& saved,
+                                           const std::vector<at::Tensor>& tangents) {
+  start_backward(run, saved, tangents);
+  const TrainingPlan& tp = *run.plan;
+  for (size_t k = 0; k < tp.segment_grads.size(); ++k) {
+    tp.backward->run_segment(run.frame, run.outputs);
+  }
+  std::vector<at::Tensor> grads;
+  grads.reserve(run.outputs.size());
+  for (c10::IValue& v : run.outputs) grads.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+  run.frame = Frame();
+  run.outputs.clear();
+  return grads;
 }
 
 }  // namespace pt2rt

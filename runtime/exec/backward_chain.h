@@ -44,6 +44,7 @@
 #include <memory>
 #include <vector>
 
+#include "exec/training_graphs.h"
 #include "exec/training_plans.h"
 #include "plan/plan.h"
 
@@ -56,6 +57,13 @@ struct BackwardRun {
   const TrainingPlan* plan = nullptr;
   Frame frame;                        ///< the backward plan's frame, between segments
   std::vector<c10::IValue> outputs;   ///< per backward graph output, until delivered
+  /// LoadOptions::cuda_graphs (training_graphs.h): the forward's ticket. With one, the
+  /// backward runs as one call (replayed from a graph where the forward was) and the
+  /// segments only deliver `whole_grads`, copies of them where `whole_static`.
+  std::shared_ptr<TrainingGraphs::Ticket> ticket;
+  bool whole = false;
+  bool whole_static = false;
+  std::vector<at::Tensor> whole_grads;  ///< per backward graph output (undefined: none)
 };
 
 /// Creates the segment nodes of `run->plan` and returns the continuation token: a new 0-dim
@@ -68,5 +76,11 @@ at::Tensor make_backward_chain(const std::shared_ptr<BackwardRun>& run,
 /// TrainingFunction node's backward). @throws InputError, ExecutionError as the plan does.
 void start_backward(BackwardRun& run, const std::vector<c10::IValue>& saved,
                     const std::vector<at::Tensor>& tangents);
+
+/// The whole backward plan at once (every segment): per backward graph output its tensor
+/// (undefined where the output is None). Leaves `run`'s frame empty. The call a CUDA graph
+/// records (training_graphs.h). @throws as start_backward and the plan do.
+std::vector<at::Tensor> run_whole_backward(BackwardRun& run, const std::vector<c10::IValue>& saved,
+                                           const std::vector<at::Tensor>& tangents);
 
 }  // namespace pt2rt

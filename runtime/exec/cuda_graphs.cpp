@@ -1,17 +1,18 @@
 // runtime/exec/cuda_graphs.cpp — cuda_graphs.h on a LibTorch with CUDA (at::cuda::CUDAGraph).
 #include "exec/cuda_graphs.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/equal.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
-#include <map>
 #include <mutex>
-#include <sstream>
 #include <utility>
 
 #include "pt2rt/errors.h"
@@ -19,30 +20,51 @@
 namespace pt2rt {
 namespace {
 
-std::string key_of(const std::vector<at::Tensor>& inputs) {
-  std::ostringstream key;
-  for (const at::Tensor& t : inputs) {
-    if (!t.defined()) {
-      key << "None;";
-      continue;
-    }
-    key << c10::toString(t.scalar_type()) << t.sizes() << t.strides() << ";";
-  }
-  return key.str();
+/// A static buffer for `t`: its strides where they are non-overlapping and dense, else
+/// contiguous (an expanded gradient, say: copy_ cannot write into overlapping memory).
+at::Tensor static_buffer(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  at::Tensor b = t.is_non_overlapping_and_dense()
+                     ? at::empty_strided(t.sizes(), t.strides(), t.options())
+                     : at::empty(t.sizes(), t.options());
+  return b.copy_(t);
 }
 
-std::string first_line(const std::string& text) {
-  const size_t end = text.find('\n');
-  return end == std::string::npos ? text : text.substr(0, end);
+/// The default CPU generator's state (a copy), to tell whether a call drew from it.
+at::Tensor cpu_generator_state() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
 }
 
-class CudaGraphsImpl final : public CudaGraphs {
+class CapturedCallImpl final : public CapturedCall {
  public:
-  CudaGraphsImpl(c10::Device device, size_t max_graphs)
+  CapturedCallImpl(std::unique_ptr<at::cuda::CUDAGraph> graph, at::cuda::MempoolId_t pool,
+                   std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs)
+      : graph_(std::move(graph)), pool_(pool), inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)) {}
+
+  const std::vector<at::Tensor>& replay(const std::vector<at::Tensor>& inputs) override {
+    for (size_t i = 0; i < inputs.size() && i < inputs_.size(); ++i) {
+      if (inputs[i].defined() && inputs_[i].defined()) inputs_[i].copy_(inputs[i]);
+    }
+    graph_->replay();
+    return outputs_;
+  }
+
+  at::cuda::MempoolId_t pool() const { return pool_; }
+
+ private:
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  at::cuda::MempoolId_t pool_;
+  std::vector<at::Tensor> inputs_, outputs_;  // static: the graph reads and writes these
+};
+
+class GraphCapturerImpl final : public GraphCapturer {
+ public:
+  explicit GraphCapturerImpl(c10::Device device)
       : device_(device),
-        max_graphs_(max_graphs),
-        side_(at::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())),
-        pool_(at::cuda::graph_pool_handle()) {}
+        side_(at::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
 
  private:
   /// fn() on the side stream, ordered after the current stream's work and before its next.
@@ -63,124 +85,78 @@ class CudaGraphsImpl final : public CudaGraphs {
   }
 
  public:
-  std::vector<at::Tensor> call(const std::vector<at::Tensor>& inputs, const Run& run) override {
-    std::lock_guard<std::mutex> lock(mu_);
+
+  std::vector<at::Tensor> warm_up(const std::vector<at::Tensor>& inputs,
+                                  const Run& run) override {
     c10::cuda::CUDAGuard device_guard(device_);
-    const std::string key = key_of(inputs);
-    auto it = entries_.find(key);
-    if (it == entries_.end()) {
-      if (entries_.size() >= max_graphs_) return run(inputs);
-      it = entries_.emplace(key, Entry{}).first;
-    }
-    Entry& e = it->second;
-    if (!e.refused.empty()) return run(inputs);
-    if (!e.graph) {
-      if (e.warmups < kCudaGraphWarmupRuns) {
-        ++e.warmups;
-        return on_side_stream([&] { return run(inputs); });
-      }
-      capture(key, e, inputs, run);
-      if (!e.refused.empty()) return run(inputs);
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].defined()) e.inputs[i].copy_(inputs[i]);
-    }
-    e.graph->replay();
-    ++e.replays;
-    std::vector<at::Tensor> outs;
-    outs.reserve(e.outputs.size());
-    for (const at::Tensor& o : e.outputs) outs.push_back(o.defined() ? o.clone() : o);
-    return outs;
+    return on_side_stream([&] { return run(inputs); });
   }
 
-  std::vector<std::string> report() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::string> lines;
-    for (const auto& [key, e] : entries_) {
-      std::ostringstream line;
-      line << key << ": ";
-      if (!e.refused.empty()) line << "refused: " << e.refused;
-      else if (e.graph) line << "captured, " << e.replays << " replays";
-      else line << "warm-up " << e.warmups;
-      lines.push_back(line.str());
-    }
-    return lines;
-  }
-
- private:
-  struct Entry {
-    int warmups = 0;
-    int64_t replays = 0;
-    std::unique_ptr<at::cuda::CUDAGraph> graph;
-    std::vector<at::Tensor> inputs, outputs;  // static: the graph reads and writes these
-    std::string refused;
-  };
-
-  void capture(const std::string& key, Entry& e, const std::vector<at::Tensor>& inputs,
-               const Run& run) {
-    e.inputs.clear();
-    for (const at::Tensor& t : inputs) {
-      e.inputs.push_back(t.defined()
-                             ? at::empty_strided(t.sizes(), t.strides(), t.options()).copy_(t)
-                             : t);
-    }
+  std::unique_ptr<CapturedCall> capture(const std::vector<at::Tensor>& inputs, const Run& run,
+                                        const CapturedCall* share_pool_with,
+                                        std::string* error) override {
+    c10::cuda::CUDAGuard device_guard(device_);
+    const at::cuda::MempoolId_t pool =
+        share_pool_with ? static_cast<const CapturedCallImpl*>(share_pool_with)->pool()
+                        : at::cuda::graph_pool_handle();
+    std::vector<at::Tensor> statics;
+    statics.reserve(inputs.size());
+    for (const at::Tensor& t : inputs) statics.push_back(static_buffer(t));
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
-    std::string error;
-    std::vector<at::Tensor> outs = on_side_stream([&] {
+    const at::Tensor cpu_before = cpu_generator_state();
+    std::string failure;
+    std::vector<at::Tensor> outputs = on_side_stream([&] {
       std::vector<at::Tensor> result;
       try {
-        graph->capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+        graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
       } catch (const std::exception& ex) {
-        error = ex.what();
+        failure = ex.what();
         return result;
       }
       try {
-        result = run(e.inputs);
+        result = run(statics);
       } catch (const std::exception& ex) {
-        error = ex.what();
+        failure = ex.what();
       }
       try {
         graph->capture_end();
       } catch (const std::exception& ex) {
-        if (error.empty()) error = ex.what();
+        if (failure.empty()) failure = ex.what();
         // capture_end stops routing allocations to the pool only after a successful end.
         try {
-          c10::cuda::CUDACachingAllocator::endAllocateToPool(device_.index(), pool_);
+          c10::cuda::CUDACachingAllocator::endAllocateToPool(device_.index(), pool);
         } catch (const std::exception&) {
         }
       }
       return result;
     });
-    if (!error.empty()) {
-      e.refused = first_line(error);
-      e.inputs.clear();
-      TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: the call for inputs ", key,
-                 " cannot be captured into a CUDA graph (", e.refused,
-                 "); calls with these shapes run without one");
-      return;
+    if (failure.empty() && !at::equal(cpu_before, cpu_generator_state())) {
+      failure = "the call draws random numbers from the CPU generator, which a replay would "
+                "not draw again";
     }
-    e.graph = std::move(graph);
-    e.outputs = std::move(outs);
+    if (!failure.empty()) {
+      *error = first_line(failure);
+      return nullptr;
+    }
+    return std::make_unique<CapturedCallImpl>(std::move(graph), pool, std::move(statics),
+                                              std::move(outputs));
   }
 
+ private:
   const c10::Device device_;
-  const size_t max_graphs_;
   const c10::cuda::CUDAStream side_;
-  const at::cuda::MempoolId_t pool_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;
 };
 
 }  // namespace
 
 bool cuda_graphs_available() { return true; }
 
-std::unique_ptr<CudaGraphs> make_cuda_graphs(c10::Device device, size_t max_graphs) {
+std::shared_ptr<GraphCapturer> make_graph_capturer(c10::Device device) {
   if (!device.is_cuda()) {
     throw InputError("LoadOptions::cuda_graphs needs a CUDA device, got " + device.str());
   }
   const c10::Device d(c10::kCUDA, device.has_index() ? device.index() : 0);
-  return std::make_unique<CudaGraphsImpl>(d, max_graphs);
+  return std::make_shared<GraphCapturerImpl>(d);
 }
 
 }  // namespace pt2rt

@@ -7,7 +7,7 @@ namespace pt2rt {
 
 bool cuda_graphs_available() { return false; }
 
-std::unique_ptr<CudaGraphs> make_cuda_graphs(c10::Device device, size_t) {
+std::shared_ptr<GraphCapturer> make_graph_capturer(c10::Device device) {
   throw InputError("LoadOptions::cuda_graphs on " + device.str() +
                    ": this pt2rt was built against a LibTorch without CUDA; build it against a "
                    "CUDA LibTorch (docs/cuda.md) or load without cuda_graphs");

@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "exec/bindings.h"
-#include "exec/cuda_graphs.h"
+#include "exec/inference_graphs.h"
+#include "exec/training_graphs.h"
 #include "exec/training_plans.h"
 #include "plan/plan.h"
 #include "pt2rt/archive.h"
@@ -62,8 +63,13 @@ struct ModelState {
   /// every call is bounded at its own sizes (call_bounds.h). Null otherwise (nothing to check
   /// per call).
   std::shared_ptr<const CallBounds> call_bounds;
-  /// LoadOptions::cuda_graphs on a CUDA device: the inference calls' graphs. Null otherwise.
-  std::shared_ptr<CudaGraphs> inference_graphs;
+  /// LoadOptions::cuda_graphs on a CUDA device: the inference calls' graphs, and the
+  /// training calls' (each null where *_graphs_refused says why). Null otherwise.
+  std::shared_ptr<InferenceGraphs> inference_graphs;
+  std::shared_ptr<TrainingGraphs> training_graphs;
+  /// Why calls are not captured (a graph that writes user inputs, a forward that saves
+  /// non-tensor values); empty otherwise.
+  std::string inference_graphs_refused, training_graphs_refused;
   /// A 0-dim float tensor on `device`: the gradient every backward segment passes to the
   /// next (backward_chain.h). Never written.
   at::Tensor continuation;

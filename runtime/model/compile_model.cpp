@@ -100,6 +100,23 @@ void check_pairing(const ModelState& s) {
 
 /// Every Tangent input of the backward graph declares a tensor shape: bind_inputs makes zeros of
 /// it when no gradient arrives for that output.
+/// Why LoadOptions::cuda_graphs cannot capture calls of graph `g`, or "": a captured call
+/// works on static copies of the user inputs (a write into one would not reach the caller's
+/// tensor), and returns tensors only (a saved SymInt would be lost).
+std::string graphs_refusal(const CompiledGraph& g) {
+  for (const OutputBinding& b : g.bindings.outputs) {
+    if (b.sink == OutputSink::MutatedUserInput) {
+      return "the graph writes into user input " + std::to_string(b.index);
+    }
+    if (b.sink == OutputSink::Saved && b.value >= 0 &&
+        g.graph().values[b.value].kind != ValueKind::Tensor) {
+      return "the forward saves a non-tensor value for the backward (Saved(" +
+             std::to_string(b.index) + "))";
+    }
+  }
+  return "";
+}
+
 void check_tangents(const CompiledGraph& bw) {
   const Graph& g = bw.graph();
   for (size_t i = 0; i < bw.bindings.inputs.size(); ++i) {
@@ -175,8 +192,14 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
     state->inference = compile_graph(program, *g, ops, index, device, report, plan,
                                      /*cache_weight_work=*/true);
   }
-  if (options.cuda_graphs && device.is_cuda() && state->inference) {
-    state->inference_graphs = make_cuda_graphs(device, options.max_cuda_graphs);
+  std::shared_ptr<GraphCapturer> capturer;
+  if (options.cuda_graphs && device.is_cuda()) capturer = make_graph_capturer(device);
+  if (capturer && state->inference) {
+    state->inference_graphs_refused = graphs_refusal(*state->inference);
+    if (state->inference_graphs_refused.empty()) {
+      state->inference_graphs =
+          std::make_shared<InferenceGraphs>(capturer, options.max_cuda_graphs);
+    }
   }
   if (options.inference_only && !program->graph(GraphRole::Inference)) {
     throw InputError("LoadOptions::inference_only, but the archive has no inference "
@@ -196,6 +219,12 @@ std::shared_ptr<ModelState> compile_model(std::shared_ptr<const Program> program
   if (const Graph* g = backward) {
     if (!state->forward) throw FormatError("program.fb: a backward graph without a forward graph");
     state->backward = compile_graph(program, *g, ops, index, device, report);
+  }
+  if (capturer && state->forward && state->backward) {
+    state->training_graphs_refused = graphs_refusal(*state->forward);
+    if (state->training_graphs_refused.empty()) {
+      state->training_graphs = std::make_shared<TrainingGraphs>(capturer, options.max_cuda_graphs);
+    }
   }
   state->inference_only = options.inference_only;
   report.throw_if_any(*program);

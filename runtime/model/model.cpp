@@ -174,10 +174,20 @@ NamedTensors Model::call(const std::vector<c10::IValue>& args, const NamedValues
 const Signature& Model::signature() const { return impl_->state->signature; }
 
 std::string Model::cuda_graph_report() const {
-  const std::shared_ptr<CudaGraphs>& graphs = impl_->state->inference_graphs;
+  const ModelState& s = *impl_->state;
+  std::vector<std::string> lines;
+  if (s.inference_graphs) lines = s.inference_graphs->report();
+  if (s.training_graphs) {
+    for (std::string& line : s.training_graphs->report()) lines.push_back(std::move(line));
+  }
+  if (!s.inference_graphs_refused.empty()) {
+    lines.push_back("inference: not captured: " + s.inference_graphs_refused);
+  }
+  if (!s.training_graphs_refused.empty()) {
+    lines.push_back("train: not captured: " + s.training_graphs_refused);
+  }
   std::string text;
-  if (!graphs) return text;
-  for (const std::string& line : graphs->report()) text += (text.empty() ? "" : "\n") + line;
+  for (const std::string& line : lines) text += (text.empty() ? "" : "\n") + line;
   return text;
 }
 

@@ -167,11 +167,11 @@ def test_option_errors(cli, archives, tmp_path):
     cli.usage_error("run", a.path, "--train", "--grad-outputs",
                     save_tensors(tmp_path / "go2.pt", [torch.ones(3, 10)]),
                     mentions=["grad output 0"])
-    # CUDA graphs record CUDA kernels of inference calls (LoadOptions::cuda_graphs)
+    # CUDA graphs record CUDA kernels (LoadOptions::cuda_graphs)
     cli.usage_error("run", a.path, "--cuda-graphs", mentions=["--cuda-graphs needs --device cuda"])
     cli.usage_error("profile", a.path, "--cuda-graphs", mentions=["--cuda-graphs needs --device"])
-    cli.usage_error("run", a.path, "--cuda-graphs", "--train",
-                    mentions=["--cuda-graphs records inference calls only"])
+    cli.usage_error("profile", a.path, "--cuda-graphs", "--train",
+                    mentions=["--cuda-graphs needs --device"])
 
 
 def test_input_gradients(cli, tmp_path):

@@ -1,0 +1,56 @@
+// runtime/exec/inference_graphs.cpp — see inference_graphs.h.
+#include "exec/inference_graphs.h"
+
+#include <c10/util/Exception.h>
+
+#include <utility>
+
+namespace pt2rt {
+
+InferenceGraphs::InferenceGraphs(std::shared_ptr<GraphCapturer> capturer, size_t max_graphs)
+    : capturer_(std::move(capturer)), max_graphs_(max_graphs) {}
+
+std::vector<at::Tensor> InferenceGraphs::call(const std::vector<at::Tensor>& inputs,
+                                              const Run& run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = graph_key(inputs);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    if (entries_.size() >= max_graphs_) return run(inputs);
+    it = entries_.emplace(key, Entry{}).first;
+  }
+  Entry& e = it->second;
+  if (!e.status.refused.empty()) return run(inputs);
+  if (!e.graph) {
+    if (e.status.warmups < kCudaGraphWarmupRuns) {
+      ++e.status.warmups;
+      return capturer_->warm_up(inputs, run);
+    }
+    std::string error;
+    e.graph = capturer_->capture(inputs, run, pool_owner_, &error);
+    if (!e.graph) {
+      e.status.refused = error;
+      TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: the call for inputs ", key,
+                 " cannot be captured into a CUDA graph (", error,
+                 "); calls with these shapes run without one");
+      return run(inputs);
+    }
+    e.status.captured = true;
+    if (!pool_owner_) pool_owner_ = e.graph.get();
+  }
+  const std::vector<at::Tensor>& outputs = e.graph->replay(inputs);
+  ++e.status.replays;
+  std::vector<at::Tensor> owned;
+  owned.reserve(outputs.size());
+  for (const at::Tensor& o : outputs) owned.push_back(o.defined() ? o.clone() : o);
+  return owned;
+}
+
+std::vector<std::string> InferenceGraphs::report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> lines;
+  for (const auto& [key, e] : entries_) lines.push_back(key + ": " + e.status.describe());
+  return lines;
+}
+
+}  // namespace pt2rt

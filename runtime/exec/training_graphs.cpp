@@ -1,0 +1,124 @@
+// runtime/exec/training_graphs.cpp — see training_graphs.h.
+#include "exec/training_graphs.h"
+
+#include <c10/util/Exception.h>
+
+#include <sstream>
+#include <utility>
+
+#include "pt2rt/errors.h"
+
+namespace pt2rt {
+
+TrainingGraphs::Ticket::~Ticket() {
+  if (generation == 0 || !entry) return;
+  uint64_t mine = generation;
+  entry->pending.compare_exchange_strong(mine, 0);  // a later replay's wait stays
+}
+
+TrainingGraphs::TrainingGraphs(std::shared_ptr<GraphCapturer> capturer, size_t max_graphs)
+    : capturer_(std::move(capturer)), max_graphs_(max_graphs) {}
+
+TrainingGraphs::Result TrainingGraphs::forward(const void* plan_key,
+                                               const std::vector<at::Tensor>& inputs,
+                                               const Run& run, std::shared_ptr<Ticket>* ticket) {
+  ticket->reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream key_text;
+  key_text << "plan " << plan_key << " " << graph_key(inputs);
+  const std::string key = key_text.str();
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    if (entries_.size() >= max_graphs_) return {run(inputs), false};
+    it = entries_.emplace(key, std::make_shared<Entry>()).first;
+  }
+  const std::shared_ptr<Entry>& e = it->second;
+  KeyStatus& status = e->forward_status;
+  if (!status.refused.empty()) return {run(inputs), false};
+  if (!e->forward) {
+    if (status.warmups < kCudaGraphWarmupRuns) {
+      ++status.warmups;
+      *ticket = std::make_shared<Ticket>();
+      (*ticket)->entry = e;
+      return {capturer_->warm_up(inputs, run), false};
+    }
+    std::string error;
+    e->forward = capturer_->capture(inputs, run, nullptr, &error);
+    if (!e->forward) {
+      status.refused = error;
+      TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: the training forward for inputs ",
+                 graph_key(inputs), " cannot be captured into a CUDA graph (", error,
+                 "); training calls with these shapes run without one");
+      return {run(inputs), false};
+    }
+    status.captured = true;
+  }
+  // The saved activations of the last replay are still needed by its backward.
+  if (e->pending.load() != 0) return {run(inputs), false};
+  const std::vector<at::Tensor>& outputs = e->forward->replay(inputs);
+  ++status.replays;
+  const uint64_t generation = ++e->generation;
+  e->pending.store(generation);
+  *ticket = std::make_shared<Ticket>();
+  (*ticket)->entry = e;
+  (*ticket)->generation = generation;
+  return {outputs, true};
+}
+
+void TrainingGraphs::check_current(const Ticket& ticket) const {
+  if (ticket.generation == 0 || ticket.entry->generation == ticket.generation) return;
+  throw ExecutionError(
+      "pt2rt: LoadOptions::cuda_graphs: this backward belongs to a training forward whose "
+      "saved activations a later forward replay overwrote (a second backward with "
+      "retain_graph after another forward); run the backward before the next forward, or "
+      "load without cuda_graphs");
+}
+
+TrainingGraphs::Result TrainingGraphs::backward(const std::shared_ptr<Ticket>& ticket,
+                                                const std::vector<at::Tensor>& grad_outputs,
+                                                const Run& run) {
+  if (!ticket) return {run(grad_outputs), false};
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = *ticket->entry;
+  if (ticket->generation == 0) return {capturer_->warm_up(grad_outputs, run), false};
+  check_current(*ticket);
+  const std::string key = graph_key(grad_outputs);
+  Entry::Backward& b = e.backward[key];
+  if (!b.graph && b.status.refused.empty()) {
+    std::string error;
+    b.graph = capturer_->capture(grad_outputs, run, e.forward.get(), &error);
+    if (!b.graph) {
+      b.status.refused = error;
+      TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: the training backward for grad-outputs ",
+                 key, " cannot be captured into a CUDA graph (", error,
+                 "); it runs without one, reading the forward graph's saved activations");
+    } else {
+      b.status.captured = true;
+    }
+  }
+  uint64_t mine = ticket->generation;
+  if (!b.graph) {
+    Result r{run(grad_outputs), false};
+    e.pending.compare_exchange_strong(mine, 0);
+    return r;
+  }
+  Result r{b.graph->replay(grad_outputs), true};
+  ++b.status.replays;
+  e.pending.compare_exchange_strong(mine, 0);
+  return r;
+}
+
+std::vector<std::string> TrainingGraphs::report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> lines;
+  for (const auto& [key, e] : entries_) {
+    std::string line = "train " + key + ": forward " + e->forward_status.describe();
+    for (const auto& [bkey, b] : e->backward) {
+      line += "; backward " + bkey + ": " + b.status.describe();
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace pt2rt
