@@ -60,6 +60,35 @@ int timeout_s(const cxxopts::ParseResult& result) {
   return t;
 }
 
+/// --dist-backend: gloo, nccl, or auto — NCCL where the model is on CUDA, this build has it
+/// and every local rank has a GPU of its own (LOCAL_WORLD_SIZE, set by torchrun and
+/// --nproc-per-node, else WORLD_SIZE, at most the visible GPUs: NCCL refuses two ranks on
+/// one device), else Gloo.
+dist::Backend choose_backend(const cxxopts::ParseResult& result, c10::Device device) {
+  const std::string name = result["dist-backend"].as<std::string>();
+  if (name == "gloo") return dist::Backend::Gloo;
+  if (name == "nccl") {
+    if (!device.is_cuda()) {
+      throw UsageError("--dist-backend nccl needs --device cuda (NCCL reduces GPU tensors)");
+    }
+    if (!dist::nccl_available()) {
+      throw UsageError("--dist-backend nccl: this export-cli was built without NCCL (a CUDA "
+                       "LibTorch and nccl.h are needed); use --dist-backend gloo");
+    }
+    return dist::Backend::Nccl;
+  }
+  if (name != "auto") {
+    throw UsageError("--dist-backend: expected auto, gloo or nccl, got '" + name + "'");
+  }
+  if (!device.is_cuda() || !dist::nccl_available()) return dist::Backend::Gloo;
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  if (local == nullptr || *local == '\0') local = std::getenv("WORLD_SIZE");
+  const long ranks = local != nullptr ? std::strtol(local, nullptr, 10) : 0;
+  return ranks >= 1 && ranks <= static_cast<long>(torch::cuda::device_count())
+             ? dist::Backend::Nccl
+             : dist::Backend::Gloo;
+}
+
 class NullBuffer : public std::streambuf {
  protected:
   int overflow(int c) override { return c == EOF ? 0 : c; }
@@ -71,7 +100,7 @@ class NullBuffer : public std::streambuf {
 void add_distributed_options(cxxopts::Options& options) {
   // clang-format off
   options.add_options("distributed")
-      ("nproc-per-node", "data-parallel: start N local worker processes (Gloo over 127.0.0.1); "
+      ("nproc-per-node", "data-parallel: start N local worker processes (over 127.0.0.1); "
                          "--batch-size is per process", cxxopts::value<int>()->default_value("1"))
       ("rank", "data-parallel: this process's rank (default: $RANK)", cxxopts::value<int>())
       ("world-size", "data-parallel: number of processes (default: $WORLD_SIZE)",
@@ -83,7 +112,10 @@ void add_distributed_options(cxxopts::Options& options) {
       ("dist-timeout", "data-parallel: seconds before a missing, dead or hung peer fails the job",
        cxxopts::value<int>()->default_value(std::to_string(kDefaultTimeoutS)))
       ("no-grad-overlap", "data-parallel: all-reduce the gradient buckets after the backward "
-                          "instead of during it (for comparison)");
+                          "instead of during it (for comparison)")
+      ("dist-backend", "data-parallel: c10d backend, gloo, nccl (CUDA, one GPU per rank) or "
+                       "auto (NCCL when each local rank has a GPU of its own, else Gloo)",
+       cxxopts::value<std::string>()->default_value("auto"));
   // clang-format on
 }
 
@@ -219,6 +251,11 @@ DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Mod
   }
   dist::GroupOptions options;
   options.timeout = std::chrono::seconds(timeout_s(result));
+  options.backend = choose_backend(result, model.device());
+  if (options.backend == dist::Backend::Nccl) {
+    const c10::Device d = model.device();
+    options.device = c10::Device(c10::kCUDA, d.has_index() ? d.index() : 0);
+  }
   dist::Rendezvous where;
   try {
     where = dist::Rendezvous::from_env();
@@ -231,7 +268,8 @@ DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Mod
   state_->dp = std::make_unique<dist::DataParallel>(model, *state_->group, dp_options);
   if (state_->group->rank() != 0) state_->saved_cout = std::cout.rdbuf(&state_->null);
   std::cout << "data-parallel: " << state_->group->size()
-            << " processes (Gloo); rank 0 prints and saves; --batch-size is per process\n";
+            << " processes (" << dist::backend_name(options.backend)
+            << "); rank 0 prints and saves; --batch-size is per process\n";
 }
 
 DistributedTraining::~DistributedTraining() {

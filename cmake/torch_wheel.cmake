@@ -8,7 +8,8 @@
 #   RUNPATH finds them when the program runs).
 # * The wheel ships no Gloo headers, which c10d's ProcessGroupGloo.hpp includes
 #   (pt2rt_distributed): PT2RT_GLOO_INCLUDE_DIR is looked up beside the wheel's headers first;
-#   distributed/CMakeLists.txt says what to install when they are nowhere.
+#   distributed/CMakeLists.txt says what to install when they are nowhere. NCCL's nccl.h
+#   (ProcessGroupNCCL.hpp includes it) is looked up in the wheel's nvidia-nccl package.
 # Sets PT2RT_TORCH_WHEEL (ON/OFF) for the summary line.
 set(PT2RT_TORCH_WHEEL OFF)
 get_filename_component(pt2rt_torch_root "${TORCH_INSTALL_PREFIX}" REALPATH)
@@ -27,3 +28,6 @@ if(EXISTS "${pt2rt_torch_root}/__init__.py")
                  "(${pt2rt_nvidia_count} NVIDIA library directories for -rpath-link)")
 endif()
 set(PT2RT_GLOO_HINTS "${pt2rt_torch_root}/include")
+# NCCL's header for ProcessGroupNCCL (distributed/CMakeLists.txt): the wheel's nvidia-nccl.
+file(GLOB PT2RT_NCCL_HINTS LIST_DIRECTORIES true "${pt2rt_site}/nvidia/nccl/include"
+     "${pt2rt_site}/nvidia/cu*/include")

@@ -8,8 +8,11 @@
 // createDeviceForHostname/createDefaultDevice (2.x adds a defaulted lazyInit argument).
 // TCPStoreOptions::useLibUV (2.x only) defaults to true, but Debian's LibTorch is built without
 // libuv ("use_libuv was requested but PyTorch was built without libuv support"):
-// tcp_store_without_libuv() turns it off where the field exists.
+// tcp_store_without_libuv() turns it off where the field exists. compat::Backend is the class
+// both ProcessGroupGloo and (2.x, CUDA builds) ProcessGroupNCCL derive from.
 #pragma once
+
+#include <torch/version.h>
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -18,6 +21,12 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 namespace pt2rt::distributed::compat {
+
+#if TORCH_VERSION_MAJOR >= 2
+using Backend = c10d::Backend;
+#else
+using Backend = c10d::ProcessGroup;
+#endif
 
 template <typename Options>
 auto tcp_store_without_libuv(Options& o, int) -> decltype(o.useLibUV = false, void()) {

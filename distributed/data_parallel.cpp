@@ -87,6 +87,15 @@ DataParallel::DataParallel(Model& model, ProcessGroup& group, DataParallelOption
     throw InputError("DataParallel: the model is on " + d.str() +
                      "; pt2rt's Gloo process group all-reduces CPU and CUDA tensors");
   }
+  const c10::Device m = model.device();
+  if (group.backend() == Backend::Nccl &&
+      (!m.is_cuda() || (m.has_index() && m.index() != group.device().index()))) {
+    std::ostringstream d;
+    d << model.device();
+    throw InputError("DataParallel: the model is on " + d.str() + ", the NCCL process group on " +
+                     group.device().str() + ": NCCL reduces this rank's GPU's tensors (move "
+                     "the model there, or use Gloo)");
+  }
   for (const at::Tensor& p : model.parameters()) {
     if (p.requires_grad()) params_.push_back(p);
   }

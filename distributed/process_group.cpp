@@ -1,5 +1,5 @@
 // distributed/process_group.cpp — Rendezvous and ProcessGroup (pt2rt/distributed.h) over
-// c10d's TCPStore / FileStore and ProcessGroupGloo.
+// c10d's TCPStore / FileStore and ProcessGroupGloo or ProcessGroupNCCL (nccl_backend.h).
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include "c10d_compat.h"
 #include "heartbeat.h"
+#include "nccl_backend.h"
 #include "pt2rt/distributed.h"
 
 namespace pt2rt::distributed {
@@ -78,6 +79,10 @@ std::shared_ptr<::gloo::transport::Device> make_device(const Rendezvous& where,
 
 }  // namespace
 
+const char* backend_name(Backend backend) { return backend == Backend::Nccl ? "NCCL" : "Gloo"; }
+
+bool nccl_available() { return nccl_built(); }
+
 bool Rendezvous::env_present() { return env("WORLD_SIZE") != nullptr && env("RANK") != nullptr; }
 
 Rendezvous Rendezvous::from_env() {
@@ -97,7 +102,9 @@ Rendezvous Rendezvous::from_env() {
 
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  c10::intrusive_ptr<compat::Backend> pg;  ///< ProcessGroupGloo or ProcessGroupNCCL
+  Backend backend = Backend::Gloo;
+  c10::Device device = c10::kCPU;  ///< NCCL: the rank's GPU (CPU tensors are staged there)
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout{0};
@@ -117,6 +124,17 @@ struct ProcessGroup::Impl {
         Kind::Collective, "rank " + std::to_string(rank) + ": " + what + " failed: lost " + lost +
                               " (it died, hung past the " + std::to_string(timeout.count()) +
                               " ms timeout or disconnected): " + message_of(e));
+  }
+
+  /// `t` where the backend can reduce it: NCCL takes CUDA tensors only, so a CPU tensor
+  /// (the evaluation's sums, say) goes through the rank's GPU; copy_back() returns it.
+  at::Tensor placed(const at::Tensor& t) const {
+    return backend == Backend::Nccl && !t.is_cuda() ? t.to(device) : t;
+  }
+  static void copy_back(std::vector<at::Tensor>& originals, const std::vector<at::Tensor>& used) {
+    for (size_t i = 0; i < originals.size(); ++i) {
+      if (!used[i].is_same(originals[i])) originals[i].copy_(used[i]);
+    }
   }
 
   void wait_all(std::vector<c10::intrusive_ptr<c10d::Work>>& works, const std::string& what) {
@@ -148,6 +166,16 @@ ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& opt
     throw DistributedError(Kind::Rendezvous, "rank " + std::to_string(where.rank) +
                                                  " is not in [0, world size " +
                                                  std::to_string(where.world_size) + ")");
+  }
+  if (options.backend == Backend::Nccl) {
+    if (!nccl_available()) {
+      throw InputError("the NCCL backend: this pt2rt_distributed was built without NCCL (it "
+                       "needs a CUDA LibTorch and NCCL's nccl.h: docs/distributed.md); use Gloo");
+    }
+    if (!options.device.is_cuda() || !options.device.has_index()) {
+      throw InputError("the NCCL backend needs this rank's GPU as GroupOptions::device (cuda:N), "
+                       "got " + options.device.str());
+    }
   }
   ignore_default_sigpipe();
   auto impl = std::make_unique<Impl>();
@@ -186,13 +214,21 @@ ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& opt
                                (where.rank == 0 && where.file_path.empty() ? "serve " : "reach ") +
                                store_desc + ": " + message_of(e));
   }
+  impl->backend = options.backend;
+  impl->device = options.device;
   try {
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    gloo_options->devices.push_back(make_device(where, options));
-    impl->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, where.rank,
+    if (options.backend == Backend::Nccl) {
+      impl->pg = make_nccl_backend(impl->store, where.rank, where.world_size, options.timeout,
+                                   options.device);
+    } else {
+      auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+      gloo_options->devices.push_back(make_device(where, options));
+      impl->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, where.rank,
                                                              where.world_size, gloo_options);
+    }
   } catch (const std::exception& e) {
-    throw DistributedError(Kind::Rendezvous, me + ": Gloo rendezvous through " + store_desc +
+    throw DistributedError(Kind::Rendezvous, me + ": " + backend_name(options.backend) +
+                                                 " rendezvous through " + store_desc +
                                                  " failed within " +
                                                  std::to_string(options.timeout.count()) +
                                                  " ms (every rank must join): " + message_of(e));
@@ -209,25 +245,34 @@ ProcessGroup ProcessGroup::join(const Rendezvous& where, const GroupOptions& opt
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return impl_->size; }
 std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+Backend ProcessGroup::backend() const { return impl_->backend; }
+c10::Device ProcessGroup::device() const { return impl_->device; }
 
 void ProcessGroup::all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what) {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   works.reserve(tensors.size());
+  std::vector<at::Tensor> used;
   try {
     for (at::Tensor& t : tensors) {
-      std::vector<at::Tensor> one{t};
-      works.push_back(impl_->gloo->allreduce(one, c10d::AllreduceOptions()));
+      std::vector<at::Tensor> one{impl_->placed(t)};
+      used.push_back(one[0]);
+      works.push_back(impl_->pg->allreduce(one, c10d::AllreduceOptions()));
     }
   } catch (const std::exception& e) {
     impl_->fail(what, e);
   }
   impl_->wait_all(works, what);
+  Impl::copy_back(tensors, used);
 }
 
 void ProcessGroup::start_all_reduce_sum(at::Tensor& tensor, const std::string& what) {
+  if (!impl_->placed(tensor).is_same(tensor)) {
+    throw InputError("the NCCL backend reduces CUDA tensors in place; got one on " +
+                     tensor.device().str());
+  }
   try {
     std::vector<at::Tensor> one{tensor};
-    impl_->started.push_back(impl_->gloo->allreduce(one, c10d::AllreduceOptions()));
+    impl_->started.push_back(impl_->pg->allreduce(one, c10d::AllreduceOptions()));
   } catch (const std::exception& e) {
     impl_->fail(what, e);
   }
@@ -243,23 +288,26 @@ void ProcessGroup::broadcast(std::vector<at::Tensor>& tensors, int root,
                              const std::string& what) {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   works.reserve(tensors.size());
+  std::vector<at::Tensor> used;
   try {
     for (at::Tensor& t : tensors) {
-      std::vector<at::Tensor> one{t};
+      std::vector<at::Tensor> one{impl_->placed(t)};
+      used.push_back(one[0]);
       c10d::BroadcastOptions o;
       o.rootRank = root;
-      works.push_back(impl_->gloo->broadcast(one, o));
+      works.push_back(impl_->pg->broadcast(one, o));
     }
   } catch (const std::exception& e) {
     impl_->fail(what, e);
   }
   impl_->wait_all(works, what);
+  Impl::copy_back(tensors, used);
 }
 
 void ProcessGroup::barrier(const std::string& what) {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   try {
-    works.push_back(impl_->gloo->barrier(c10d::BarrierOptions()));
+    works.push_back(impl_->pg->barrier(c10d::BarrierOptions()));
   } catch (const std::exception& e) {
     impl_->fail(what, e);
   }

@@ -1,7 +1,8 @@
 // pt2rt/distributed.h — data-parallel training of a pt2rt::Model across processes (and
-// machines) over c10d's Gloo process group, the engine LibTorch ships
-// (torch/csrc/distributed/c10d: ProcessGroupGloo, TCPStore, FileStore). Library
-// pt2rt::distributed (target pt2rt_distributed): the core runtime does not depend on Gloo.
+// machines) over c10d's Gloo or NCCL process group, the engine LibTorch ships
+// (torch/csrc/distributed/c10d: ProcessGroupGloo, ProcessGroupNCCL, TCPStore, FileStore).
+// Library pt2rt::distributed (target pt2rt_distributed): the core runtime does not depend on
+// Gloo or NCCL.
 //
 // Semantics follow PyTorch's torch.nn.parallel.DistributedDataParallel
 // (https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html):
@@ -35,6 +36,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <chrono>
 #include <cstdint>
@@ -62,10 +64,29 @@ class DistributedError : public Error {
   Kind kind_;
 };
 
+/// The c10d backend that carries a ProcessGroup's collectives.
+enum class Backend {
+  Gloo,  ///< c10d::ProcessGroupGloo: CPU tensors, and CUDA tensors staged through host memory
+  Nccl,  ///< c10d::ProcessGroupNCCL: CUDA tensors, GPU to GPU; one GPU per rank (NCCL refuses
+         ///< two ranks on one device). Built where LibTorch has CUDA and NCCL's header was
+         ///< found (nccl_available()); CPU tensors handed to a collective are staged through
+         ///< the rank's GPU.
+};
+
+/// "Gloo" or "NCCL".
+const char* backend_name(Backend backend);
+
+/// Whether this build of pt2rt_distributed has c10d's NCCL backend (a CUDA LibTorch, nccl.h).
+bool nccl_available();
+
 struct GroupOptions {
   /// Rendezvous deadline and the timeout of every collective (c10d ProcessGroupGloo::Options
   /// timeout): a peer that died or hangs fails the others after at most this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  Backend backend = Backend::Gloo;
+  /// Backend::Nccl: this rank's GPU (a CUDA device with an index), bound at the rendezvous
+  /// (ProcessGroupNCCL::Options::device_id: the communicator is made eagerly there).
+  c10::Device device = c10::kCPU;
   /// Address Gloo binds its connections to. Empty: 127.0.0.1 when the master address is a
   /// loopback address (or for a FileStore), else the interface named by GLOO_SOCKET_IFNAME
   /// when set, else this host's name (c10d's createDefaultDevice, as torch.distributed).
@@ -88,16 +109,18 @@ struct Rendezvous {
   static bool env_present();
 };
 
-/// A Gloo process group of `world_size` ranks (c10d::ProcessGroupGloo over the store).
-/// Movable, not copyable; collectives must be called in the same order on every rank.
+/// A process group of `world_size` ranks (c10d::ProcessGroupGloo or ProcessGroupNCCL over the
+/// store). Movable, not copyable; collectives must be called in the same order on every rank.
 class ProcessGroup {
  public:
-  /// Joins the group: connects to (rank 0: serves) the store and builds the Gloo pairs.
+  /// Joins the group: connects to (rank 0: serves) the store and builds the Gloo pairs or
+  /// the NCCL communicator.
   /// Blocks until every rank has joined or options.timeout passes. Sets SIGPIPE to SIG_IGN
   /// when its disposition is the default (as the CPython interpreter does at startup), so
   /// that a write to a dead peer's socket is an error naming the lost rank, not the death of
   /// this process; an application's own SIGPIPE handler is left in place.
-  /// @throws DistributedError (Rendezvous).
+  /// @throws DistributedError (Rendezvous); InputError for Backend::Nccl without a CUDA
+  ///   `options.device` or where !nccl_available().
   static ProcessGroup join(const Rendezvous& where, const GroupOptions& options = {});
 
   ProcessGroup(ProcessGroup&&) noexcept;
@@ -107,9 +130,13 @@ class ProcessGroup {
   int rank() const;
   int size() const;
   std::chrono::milliseconds timeout() const;
+  Backend backend() const;
+  /// Backend::Nccl: the GPU the group is bound to (GroupOptions::device); CPU for Gloo.
+  c10::Device device() const;
 
-  /// In-place sum over the ranks of each tensor (CPU, contiguous, same shapes everywhere),
-  /// all launched before any is waited. @throws DistributedError (Collective).
+  /// In-place sum over the ranks of each tensor (contiguous, same shapes everywhere; CPU or,
+  /// with either backend, CUDA), all launched before any is waited. @throws DistributedError
+  /// (Collective).
   void all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what);
   /// Launches an in-place sum over the ranks of `tensor` (as all_reduce_sum) without waiting:
   /// the tensor must stay alive and untouched until wait_started(). Collectives started this
@@ -141,15 +168,18 @@ struct DataParallelOptions {
 };
 
 /// DistributedDataParallel for a pt2rt::Model (see the file comment). Holds references to
-/// `model` and `group`: both must outlive it. CPU or CUDA models: c10d's ProcessGroupGloo
-/// all-reduces CUDA tensors by staging them through pinned host memory on its own stream
-/// (ordered after the producing stream by CUDA events), so ranks may share one GPU; one GPU
-/// per rank is export-cli's choice (LOCAL_RANK, as torchrun's). NCCL is not wired in.
+/// `model` and `group`: both must outlive it. CPU or CUDA models: over Gloo, c10d's
+/// ProcessGroupGloo all-reduces CUDA tensors by staging them through pinned host memory on
+/// its own stream (ordered after the producing stream by CUDA events), so ranks may share one
+/// GPU; over NCCL (CUDA models only, one GPU per rank) ProcessGroupNCCL reduces them GPU to
+/// GPU on its own stream, ordered after the producing stream and before the optimizer's.
+/// One GPU per rank is export-cli's choice (LOCAL_RANK, as torchrun's).
 class DataParallel {
  public:
   /// Broadcasts every parameter and buffer from rank 0 and (options.overlap, more than one
   /// rank) adds a post hook to each trainable parameter's gradient accumulator.
-  /// @throws DistributedError, InputError (a model on neither the CPU nor CUDA).
+  /// @throws DistributedError, InputError (a model on neither the CPU nor CUDA; over NCCL, a
+  ///   model on another device than the group's GPU).
   DataParallel(Model& model, ProcessGroup& group, DataParallelOptions options = {});
   /// Removes the hooks; buckets still in flight are waited (errors ignored).
   ~DataParallel();

@@ -91,6 +91,35 @@ def test_nproc_per_node_2_on_cuda_equals_one_process_with_twice_the_batch(cli, m
     assert max_rel_diff(str(out), str(single[0])) <= 1e-4
 
 
+def one_rank(port: int):
+    return ("--rank", "0", "--world-size", "1", "--master-addr", "127.0.0.1", "--master-port",
+            str(port))
+
+
+def test_dist_backend_option_errors(cli, mlp, tmp_path):
+    work, data = mlp
+    args = train_args(work / "mlp_b8.pt2", data, 8, tmp_path / "o.pt2", *one_rank(free_port()))
+    cli.usage_error(*args, "--dist-backend", "nccl", mentions=["--device cuda"])
+    cli.usage_error(*args, "--dist-backend", "mpi", mentions=["--dist-backend", "'mpi'"])
+    r = cli.ok(*args, "--dist-backend", "auto")  # auto on the CPU: Gloo
+    assert "data-parallel: 1 processes (Gloo)" in r.out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_one_rank_on_cuda_over_nccl_trains_like_one_process(cli, mlp, tmp_path):
+    """A one-rank job on CUDA: auto picks NCCL (a GPU per local rank); the loss and evaluation
+    sums go through it (CPU tensors staged on the GPU); the training equals a plain CUDA run."""
+    work, data = mlp
+    plain = cli.ok(*train_args(work / "mlp_b8.pt2", data, 8, tmp_path / "plain.pt2",
+                                "--device", "cuda", "--eval-data", data))
+    r = cli.ok(*train_args(work / "mlp_b8.pt2", data, 8, tmp_path / "nccl.pt2", "--device",
+                           "cuda", "--eval-data", data, *one_rank(free_port())))
+    assert "data-parallel: 1 processes (NCCL)" in r.out, r.out
+    assert final_loss(r.out) == final_loss(plain.out)
+    assert eval_figures(r.out, "final:") == eval_figures(plain.out, "final:")
+    assert max_rel_diff(str(tmp_path / "nccl.pt2"), str(tmp_path / "plain.pt2")) == 0
+
+
 def eval_figures(out: str, prefix: str):
     m = re.search(rf"^{prefix}.*eval_loss (\S+)  eval_accuracy (\S+)", out, re.M)
     assert m, out

@@ -401,3 +401,60 @@ TEST_CASE("joining a group ignores SIGPIPE unless the application chose a dispos
   }
   ::sigaction(SIGPIPE, &saved, nullptr);
 }
+
+TEST_CASE("ProcessGroup: the NCCL backend needs a GPU and a build with NCCL", "[distributed]") {
+  Rendezvous one;
+  one.file_path = fresh_dir() + "/store";
+  GroupOptions options;
+  options.backend = Backend::Nccl;  // options.device stays the CPU
+  if (!nccl_available()) {
+    CHECK_THROWS_WITH(ProcessGroup::join(one, options), Contains("built without NCCL"));
+  } else {
+    CHECK_THROWS_WITH(ProcessGroup::join(one, options), Contains("needs this rank's GPU"));
+  }
+  CHECK(std::string(backend_name(Backend::Nccl)) == "NCCL");
+  CHECK(std::string(backend_name(Backend::Gloo)) == "Gloo");
+}
+
+TEST_CASE("ProcessGroup over NCCL (one rank): collectives on CUDA and staged CPU tensors",
+          "[distributed][cuda]") {
+  if (!at::hasCUDA() || !nccl_available()) {
+    WARN("no CUDA device or no NCCL in this build: ProcessGroupNCCL not exercised here");
+    return;
+  }
+  Rendezvous one;
+  one.file_path = fresh_dir() + "/store";
+  GroupOptions options;
+  options.backend = Backend::Nccl;
+  options.device = c10::Device(c10::kCUDA, 0);
+  ProcessGroup group = ProcessGroup::join(one, options);
+  CHECK(group.backend() == Backend::Nccl);
+  const at::Tensor x = at::arange(6, at::TensorOptions(at::kFloat)).to(options.device);
+  std::vector<at::Tensor> ts{x.clone(), at::tensor({1.5, 2.5}, at::kDouble)};  // CUDA, CPU
+  group.all_reduce_sum(ts, "test all-reduce");  // one rank: the sum is the tensor itself
+  CHECK(ts[0].is_cuda());
+  CHECK(at::equal(ts[0], x));
+  CHECK(ts[1].is_cpu());
+  CHECK(at::equal(ts[1], at::tensor({1.5, 2.5}, at::kDouble)));
+  at::Tensor started = x.clone();
+  group.start_all_reduce_sum(started, "test started all-reduce");
+  group.wait_started("test started all-reduce");
+  CHECK(at::equal(started, x));
+  at::Tensor on_cpu = at::ones({2});
+  CHECK_THROWS_WITH(group.start_all_reduce_sum(on_cpu, "test"), Contains("CUDA tensors"));
+  std::vector<at::Tensor> bs{x.clone(), at::ones({3})};
+  group.broadcast(bs, 0, "test broadcast");
+  CHECK(at::equal(bs[0], x));
+  CHECK(at::equal(bs[1], at::ones({3})));
+  group.barrier("test barrier");
+
+  Model on_cpu_model = Model::load(fixture("mlp_b4.pt2"));
+  CHECK_THROWS_WITH(DataParallel(on_cpu_model, group), Contains("NCCL reduces this rank's GPU"));
+  Model model = Model::load(fixture("mlp_b4.pt2"), options.device);
+  DataParallel dp(model, group);
+  model.train();
+  const at::Tensor in = at::randn({4, 16}).to(options.device);
+  dp.forward({in}).at(0).pow(2).mean().backward();
+  dp.average_gradients();
+  for (const at::Tensor& p : model.parameters()) CHECK(p.grad().defined());
+}
