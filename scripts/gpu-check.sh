@@ -27,7 +27,8 @@
 #  5. the digits demo with --device cuda (examples/digits/run_demo.sh: export with a dynamic
 #     batch, verify, fine-tune, evaluate and run on the GPU; >= 0.95 test accuracy);
 #  6. with --bench: the CUDA tests ([cuda]: pt2rt's recurrent ops on cuDNN against eager's, CUDA
-#     graph replays against plain calls)
+#     graph replays of inference and training steps against plain calls; ProcessGroupNCCL with
+#     one rank), the CLI's CUDA cases (train --cuda-graphs, data-parallel over Gloo and NCCL)
 #     and the CUDA side-by-side benchmark (bench/cuda_side_by_side.cpp: pt2rt vs eager PyTorch
 #     per training step and inference, peak CUDA memory; $OUT/bench.txt, $OUT/bench.json;
 #     PT2RT_BENCH_ARGS adds options, e.g. "--profile --steps 20");
@@ -126,7 +127,7 @@ stamp "build (background) + exports with torch $("$py" -c 'import torch; print(t
 jobs=$(nproc)
 targets="export-cli finetune pt2rt_runtime_tests"
 if [ $bench = 1 ]; then
-  targets="$targets pt2rt_runtime_unit_tests"
+  targets="$targets pt2rt_runtime_unit_tests pt2rt_distributed_tests"
   # pt2rt_bench_cuda embeds Python: built only where CMake found its development files.
   if ninja -C "$build" -t targets all 2>/dev/null | grep -q "^pt2rt_bench_cuda:"; then
     targets="$targets pt2rt_bench_cuda"
@@ -201,6 +202,22 @@ if [ $bench = 1 ]; then
   else
     status=1
     bench_rows="cuda unit tests  catch2  cuda  FAIL  $(grep -m 3 -E 'FAILED|failed|error' "$out/cuda_unit.log" | tr '\n' ' ' | cut -c1-200)"
+  fi
+  # Data-parallel on CUDA: ProcessGroupNCCL (one rank: NCCL refuses two on one GPU) and the
+  # CLI's CUDA cases (CUDA graphs for training; Gloo ranks sharing the GPU; one NCCL rank).
+  if "$py" "$root/tests/fixtures/make_distributed_fixtures.py" "$work/distributed" \
+       > "$out/distributed.log" 2>&1 &&
+     PT2RT_DISTRIBUTED_FIXTURES=$work/distributed timeout 120 \
+       "$build/tests/pt2rt_distributed_tests" "[cuda]" >> "$out/distributed.log" 2>&1 &&
+     PT2RT_CLI=$cli timeout 300 "$py" -m pytest -q -p no:cacheprovider \
+       "$root/tests/cli/test_cuda_graphs.py" "$root/tests/cli/test_distributed.py" \
+       -k "cuda or nccl" >> "$out/distributed.log" 2>&1; then
+    bench_rows="$bench_rows
+cuda cli + nccl  catch2/pytest  cuda  ok  $(tail -n 1 "$out/distributed.log")"
+  else
+    status=1
+    bench_rows="$bench_rows
+cuda cli + nccl  catch2/pytest  cuda  FAIL  $(grep -m 3 -E 'FAILED|failed|Error' "$out/distributed.log" | tr '\n' ' ' | cut -c1-200)"
   fi
   if timeout 400 "$build/bench/pt2rt_bench_cuda" --device cuda --work-dir "$work/bench" \
        --json "$out/bench.json" ${bench_models:+--models "$bench_models"} ${PT2RT_BENCH_ARGS:-} \
