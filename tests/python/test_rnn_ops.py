@@ -132,29 +132,26 @@ def test_dynamic_length_is_one_node_and_trains_like_eager(tmp_path):
             torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-6)
 
 
-def test_static_exports_are_one_node_on_torch_2_and_unrolled_on_torch_1_13(tmp_path):
-    """torch 2: a static LSTM is one pt2rt::lstm node too (the runtime runs it as one fused
-    kernel, cuDNN's on CUDA) and trains like eager; torch 1.13 keeps the unrolled graph; where
-    one node cannot reproduce eager (dropout between layers in training mode) it stays
-    unrolled on both."""
+def test_static_exports_are_one_node_on_both_lanes(tmp_path):
+    """A static LSTM is one pt2rt::lstm node (the runtime runs it as one fused kernel, cuDNN's
+    on CUDA) and trains like eager, on torch 2 and on torch 1.13 (whose real-tensor trace runs
+    the backward kernel's recomputation below autograd: rnn_ops._autograd_dispatch); where one
+    node cannot reproduce eager (dropout between layers in training mode) it stays unrolled."""
     model = Tagger()
     x = torch.randn(2, 6, 8)
     static = pt2rt.export(model, (x,), bundle_examples=False)
-    if int(torch.__version__.split(".")[0]) >= 2:
-        assert {"pt2rt::lstm", "pt2rt::lstm_backward"} <= _ops(static)
-        path = str(tmp_path / "static.pt2")
-        static.save(path)
-        eager = copy.deepcopy(model).train()
-        outs = eager(x)
-        gs = [torch.randn_like(o) for o in outs]
-        torch.autograd.backward(outs, gs)
-        step = pt2rt.load(path).train_step(x, grad_outputs=gs)
-        for got, want in zip(step.outputs, outs):
-            torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
-        for n, p in eager.named_parameters():
-            torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
-    else:
-        assert not any(o.startswith("pt2rt::") for o in _ops(static))
+    assert {"pt2rt::lstm", "pt2rt::lstm_backward"} <= _ops(static)
+    path = str(tmp_path / "static.pt2")
+    static.save(path)
+    eager = copy.deepcopy(model).train()
+    outs = eager(x)
+    gs = [torch.randn_like(o) for o in outs]
+    torch.autograd.backward(outs, gs)
+    step = pt2rt.load(path).train_step(x, grad_outputs=gs)
+    for got, want in zip(step.outputs, outs):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+    for n, p in eager.named_parameters():
+        torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
     dropout = Tagger(dropout=0.5)  # training graph unrolled (the inference graph has no dropout)
     unrolled = pt2rt.export(dropout, (x,), bundle_examples=False)
     assert "pt2rt::lstm_backward" not in _ops(unrolled)

@@ -10,11 +10,10 @@ the unrolled cells, which specialises the sequence length. When a dynamic-shape 
 ``sequence_ops()`` runs it as ``pt2rt::lstm`` instead, differentiated by
 ``pt2rt::lstm_backward``: on torch 2 through an ``autograd.Function``; on torch 1.13, whose
 ``autograd.Function`` cannot return symbolic sizes, as a *cut* that the joint capture
-differentiates with ``grad`` (see ``lstm``). On torch 2 a static-shape call becomes the one node
-too (``SequenceOps(static=True)``), unless it has dropout between layers in training mode or
-projections: the runtime then runs it as one fused kernel — cuDNN's on CUDA, as eager nn.LSTM
-does (runtime/kernels/cudnn_rnn.h) — instead of T unrolled cells. torch 1.13's static captures
-keep ATen's unrolled graph.
+differentiates with ``grad`` (see ``lstm``). A static-shape call becomes the one node too
+(``SequenceOps(static=True)``, on both torch versions), unless it has dropout between layers in
+training mode or projections: the runtime then runs it as one fused kernel — cuDNN's on CUDA,
+as eager nn.LSTM does (runtime/kernels/cudnn_rnn.h) — instead of T unrolled cells.
 
 Schemas (identical in the C++ runtime, runtime/kernels/native_ops.cpp)::
 
@@ -105,10 +104,29 @@ def _lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirection
     return out.contiguous(), h.contiguous(), c.contiguous()
 
 
+@contextlib.contextmanager
+def _autograd_dispatch() -> Iterator[None]:
+    """Autograd on for a backward kernel's recomputation, wherever the kernel runs: a torch
+    1.13 ``make_fx`` trace on real tensors calls a custom op's kernel below autograd (its
+    dispatch mode excludes the autograd keys from the thread's dispatch set), where
+    ``torch.enable_grad()`` alone records nothing. The keys' exclusion is restored after."""
+    keys = [torch._C.DispatchKey.AutogradFunctionality, torch._C.DispatchKey.ADInplaceOrView,
+            torch._C.DispatchKey.AutogradOther]
+    was = [torch._C._dispatch_tls_is_dispatch_key_excluded(k) for k in keys]
+    for k in keys:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(k, False)
+    try:
+        with torch.enable_grad():
+            yield
+    finally:
+        for k, excluded in zip(keys, was):
+            torch._C._dispatch_tls_set_dispatch_key_excluded(k, excluded)
+
+
 def _lstm_backward(grad_output, grad_h_n, grad_c_n, input, hx, params, has_biases, num_layers,
                    dropout, train, bidirectional, batch_first):
     _check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
-    with torch.enable_grad():
+    with _autograd_dispatch():
         leaves = [t.detach().requires_grad_() for t in [input, *hx, *params]]
         outs = torch.lstm(leaves[0], leaves[1:3], leaves[3:], has_biases, num_layers, dropout,
                           train, bidirectional, batch_first)
@@ -156,7 +174,7 @@ def _single_kernels(kind: str):
     def backward(grad_output, grad_h_n, input, hx, params, has_biases, num_layers, dropout,
                  train, bidirectional, batch_first):
         check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
-        with torch.enable_grad():
+        with _autograd_dispatch():
             leaves = [t.detach().requires_grad_() for t in [input, hx, *params]]
             outs = _aten(kind)(leaves[0], leaves[1], leaves[2:], has_biases, num_layers,
                                dropout, train, bidirectional, batch_first)
@@ -424,7 +442,7 @@ class SequenceOps(torch.overrides.TorchFunctionMode):
     ``pt2rt::gru`` / ``rnn_tanh`` / ``rnn_relu`` (see the module docstring); refuses a packed
     sequence (``.data`` overloads) in a dynamic-shape capture.
 
-    With ``static=True`` (torch 2's captures) a call on static sizes becomes the one node too
+    With ``static=True`` (static captures) a call on static sizes becomes the one node too
     whenever it can (``_fits_one_op``), so that the runtime can run it as one fused kernel
     (cuDNN's on CUDA, as eager does); otherwise it stays ATen's unrolled graph."""
 

@@ -279,6 +279,17 @@ def _drop_detaches_of_factories(gm: fx.GraphModule) -> None:
         gm.recompile()
 
 
+def _static_rnns(model: torch.nn.Module, dynamic):
+    """A static capture of a model with nn.LSTM / GRU / RNN: each call one ``pt2rt::`` node
+    where it can be (``rnn_ops.SequenceOps(static=True)``, as torch 2's capture does), so that
+    the runtime runs one fused kernel — cuDNN's on CUDA — instead of T unrolled cells. Only
+    for such models: the mode would turn off other modules' fast paths (``rnn_ops.has_lstm``).
+    A dynamic capture enters ``sequence_ops`` itself (``SymbolicInputs.tracing``)."""
+    if dynamic is None and rnn_ops.has_lstm(model):
+        return rnn_ops.sequence_ops(static=True)
+    return contextlib.nullcontext()
+
+
 def _first_trace(fn: Callable, args: Sequence, what: str, model: torch.nn.Module,
                  decompositions, dynamic, estimate: Optional[Tuple[int, float]]
                  ) -> Tuple[fx.GraphModule, float]:
@@ -500,7 +511,8 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
             state, user = flat[:n_w], flat[n_w:n_w + n_in]
             tang = flat[n_w + n_in:]
             args, kwargs = sig.split(list(user))
-            # rnn_ops.cuts/grad: dynamic-length nn.LSTMs differentiate via pt2rt::lstm_backward
+            # rnn_ops.cuts/grad: nn.LSTM/GRU/RNN as pt2rt:: nodes differentiate via their
+            # pt2rt::*_backward
             with _substituted(model, state_names, state), rnn_ops.cuts() as cuts:
                 outs, _ = _flat_outputs(model(*args, **kwargs), "forward()")
                 targets = [state[i] for i in trainable] + [user[i] for i in input_grads]
@@ -531,7 +543,7 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
         else:
             trace_args = _symbolic_joint_args(model, state_names, sig, dynamic, fresh_state(),
                                               fresh_inputs(), diff, table)
-        with prov.recording(), capturable(model):
+        with prov.recording(), capturable(model), _static_rnns(model, dynamic):
             g1, trace_s = _first_trace(joint, trace_args, "joint forward+backward", model,
                                        table, dynamic, estimate)
         if dynamic is None:
@@ -610,7 +622,7 @@ def capture_inference(model: torch.nn.Module, weights: List[WeightSpec], sig: Ex
         # Traced plainly first, then functionalized by replaying the graph (as the joint):
         # functorch 1.13's functionalize refuses saved-tensor hooks, which
         # torch.utils.checkpoint installs even under no_grad.
-        with prov.recording(), capturable(model):
+        with prov.recording(), capturable(model), _static_rnns(model, dynamic):
             g1, trace_s = _first_trace(forward, args, "inference", model,
                                        {**training_decompositions(), **(decompositions or {})},
                                        dynamic, estimate)
