@@ -240,7 +240,11 @@ Contender pt2rt_contender(const std::string& path, c10::Device device, const Var
   };
   c.step = [t] {
     zero_grads(t->params, t->w.set_to_none);
-    loss_of(t->model.forward(t->w.inputs).at(0), t->w).backward();
+    // The outputs die with this statement, as eager's do in its one-line step (only the
+    // loss's graph keeps what it saved): a temporary of the backward's statement would hold
+    // the outputs through the backward's peak.
+    at::Tensor loss = loss_of(t->model.forward(t->w.inputs).at(0), t->w);
+    loss.backward();
     t->opt.step();
   };
   return c;

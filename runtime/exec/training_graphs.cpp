@@ -24,8 +24,9 @@ TrainingGraphs::Result TrainingGraphs::forward(const void* plan_key,
                                                const Run& run, std::shared_ptr<Ticket>* ticket) {
   ticket->reset();
   std::lock_guard<std::mutex> lock(mu_);
+  const size_t plan_id = plan_ids_.emplace(plan_key, plan_ids_.size() + 1).first->second;
   std::ostringstream key_text;
-  key_text << "plan " << plan_key << " " << graph_key(inputs);
+  key_text << "plan " << plan_id << " " << graph_key(inputs);
   const std::string key = key_text.str();
   auto it = entries_.find(key);
   if (it == entries_.end()) {
@@ -66,6 +67,11 @@ TrainingGraphs::Result TrainingGraphs::forward(const void* plan_key,
 }
 
 void TrainingGraphs::check_current(const Ticket& ticket) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_current_locked(ticket);
+}
+
+void TrainingGraphs::check_current_locked(const Ticket& ticket) {
   if (ticket.generation == 0 || ticket.entry->generation == ticket.generation) return;
   throw ExecutionError(
       "pt2rt: LoadOptions::cuda_graphs: this backward belongs to a training forward whose "
@@ -81,7 +87,7 @@ TrainingGraphs::Result TrainingGraphs::backward(const std::shared_ptr<Ticket>& t
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = *ticket->entry;
   if (ticket->generation == 0) return {capturer_->warm_up(grad_outputs, run), false};
-  check_current(*ticket);
+  check_current_locked(*ticket);
   const std::string key = graph_key(grad_outputs);
   Entry::Backward& b = e.backward[key];
   if (!b.graph && b.status.refused.empty()) {

@@ -76,7 +76,8 @@ class TrainingGraphs {
   Result backward(const std::shared_ptr<Ticket>& ticket,
                   const std::vector<at::Tensor>& grad_outputs, const Run& run);
 
-  /// One line per key seen: "train <key>: forward <KeyStatus>; backward <KeyStatus>...".
+  /// One line per key seen: "train plan <n> <inputs key>: forward <KeyStatus>; backward
+  /// <grad-outputs key>: <KeyStatus>..." (plans numbered in order of first use).
   std::vector<std::string> report() const;
 
   struct Entry {
@@ -97,6 +98,8 @@ class TrainingGraphs {
   const size_t max_graphs_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> entries_;
+  std::map<const void*, size_t> plan_ids_;  ///< training plan -> 1, 2, ... (report lines)
+  static void check_current_locked(const Ticket& ticket);
 };
 
 }  // namespace pt2rt
