@@ -236,6 +236,8 @@ DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Mod
   state_->model = &model;
   const bool requested = dist::Rendezvous::env_present() || result.count("rank") ||
                          result.count("world-size") || result.count("master-addr");
+  // Checked in every run, so that a wrong --dist-backend is never silently ignored.
+  const dist::Backend backend = choose_backend(result, model.device());
   if (!requested) return;
   quiet_c10_logging();
   // The flags override torchrun's variables; Rendezvous::from_env reads the result.
@@ -251,7 +253,7 @@ DistributedTraining::DistributedTraining(const cxxopts::ParseResult& result, Mod
   }
   dist::GroupOptions options;
   options.timeout = std::chrono::seconds(timeout_s(result));
-  options.backend = choose_backend(result, model.device());
+  options.backend = backend;
   if (options.backend == dist::Backend::Nccl) {
     const c10::Device d = model.device();
     options.device = c10::Device(c10::kCUDA, d.has_index() ? d.index() : 0);

@@ -103,6 +103,10 @@ def test_dist_backend_option_errors(cli, mlp, tmp_path):
     cli.usage_error(*args, "--dist-backend", "mpi", mentions=["--dist-backend", "'mpi'"])
     r = cli.ok(*args, "--dist-backend", "auto")  # auto on the CPU: Gloo
     assert "data-parallel: 1 processes (Gloo)" in r.out
+    # one process without data-parallel: still checked, never silently ignored
+    single = train_args(work / "mlp_b8.pt2", data, 8, tmp_path / "s.pt2")
+    cli.usage_error(*single, "--dist-backend", "mpi", mentions=["--dist-backend", "'mpi'"])
+    cli.usage_error(*single, "--dist-backend", "nccl", mentions=["--device cuda"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
