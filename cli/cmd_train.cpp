@@ -181,10 +181,7 @@ int cmd_train(int argc, char** argv) {
   Settings s;
   s.device = rank_device(parse_device(result["device"].as<std::string>()));
   LoadOptions load = load_options(result);
-  load.cuda_graphs = result.count("cuda-graphs") > 0;
-  if (load.cuda_graphs && !s.device.is_cuda()) {
-    throw UsageError("--cuda-graphs needs --device cuda (it records CUDA kernels)");
-  }
+  load.cuda_graphs = cuda_graphs_option(result, s.device);
   Model model = Model::load(path, s.device, load);
   TrainOptions opts(result, model, path);  // with --resume: the stored settings (train_resume.h)
   const std::string loss_name = opts.text("loss");

@@ -134,10 +134,15 @@ void apply_deployment_options(const cxxopts::ParseResult& result, bool train, c1
   if (train && load.inference_only) {
     throw UsageError("--train cannot run on an --inference-only / --onednn-benchmark load");
   }
-  load.cuda_graphs = result.count("cuda-graphs") > 0;
-  if (load.cuda_graphs && !device.is_cuda()) {
+  load.cuda_graphs = cuda_graphs_option(result, device);
+}
+
+bool cuda_graphs_option(const cxxopts::ParseResult& result, c10::Device device) {
+  const bool on = result.count("cuda-graphs") > 0;
+  if (on && !device.is_cuda()) {
     throw UsageError("--cuda-graphs needs --device cuda (it records CUDA kernels)");
   }
+  return on;
 }
 
 LoadOptions load_options(const cxxopts::ParseResult& result) {

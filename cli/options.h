@@ -58,6 +58,10 @@ void add_deployment_options(cxxopts::Options& options);
 void apply_deployment_options(const cxxopts::ParseResult& result, bool train, c10::Device device,
                               LoadOptions& load);
 
+/// Whether --cuda-graphs was given (LoadOptions::cuda_graphs; `run`, `profile`, `train`).
+/// @throws UsageError when given without a CUDA `device`.
+bool cuda_graphs_option(const cxxopts::ParseResult& result, c10::Device device);
+
 /// parse_options on options made by model_options, then the <model.pt2> argument checked by
 /// require_file ("model archive"). std::nullopt when --help was shown (the caller then returns
 /// kExitOk).

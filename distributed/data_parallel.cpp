@@ -90,9 +90,7 @@ DataParallel::DataParallel(Model& model, ProcessGroup& group, DataParallelOption
   const c10::Device m = model.device();
   if (group.backend() == Backend::Nccl &&
       (!m.is_cuda() || (m.has_index() && m.index() != group.device().index()))) {
-    std::ostringstream d;
-    d << model.device();
-    throw InputError("DataParallel: the model is on " + d.str() + ", the NCCL process group on " +
+    throw InputError("DataParallel: the model is on " + m.str() + ", the NCCL process group on " +
                      group.device().str() + ": NCCL reduces this rank's GPU's tensors (move "
                      "the model there, or use Gloo)");
   }

@@ -127,10 +127,9 @@ struct ProcessGroup::Impl {
   }
 
   /// `t` where the backend can reduce it: NCCL takes CUDA tensors only, so a CPU tensor
-  /// (the evaluation's sums, say) goes through the rank's GPU; copy_back() returns it.
-  at::Tensor placed(const at::Tensor& t) const {
-    return backend == Backend::Nccl && !t.is_cuda() ? t.to(device) : t;
-  }
+  /// (the evaluation's sums, say) is staged through the rank's GPU; copy_back() returns it.
+  bool staged(const at::Tensor& t) const { return backend == Backend::Nccl && !t.is_cuda(); }
+  at::Tensor placed(const at::Tensor& t) const { return staged(t) ? t.to(device) : t; }
   static void copy_back(std::vector<at::Tensor>& originals, const std::vector<at::Tensor>& used) {
     for (size_t i = 0; i < originals.size(); ++i) {
       if (!used[i].is_same(originals[i])) originals[i].copy_(used[i]);
@@ -266,7 +265,7 @@ void ProcessGroup::all_reduce_sum(std::vector<at::Tensor>& tensors, const std::s
 }
 
 void ProcessGroup::start_all_reduce_sum(at::Tensor& tensor, const std::string& what) {
-  if (!impl_->placed(tensor).is_same(tensor)) {
+  if (impl_->staged(tensor)) {
     throw InputError("the NCCL backend reduces CUDA tensors in place; got one on " +
                      tensor.device().str());
   }

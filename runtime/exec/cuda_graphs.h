@@ -79,6 +79,23 @@ struct KeyStatus {
   std::string describe() const;
 };
 
+/// What a call of one key does next (the keyed caches: inference_graphs.h, training_graphs.h).
+enum class KeyStep {
+  WarmUp,  ///< run it through GraphCapturer::warm_up (the warm-up is counted already)
+  Plain,   ///< run it without a graph: the key is refused
+  Replay,  ///< replay `graph`
+};
+
+/// The step for a call of `key` whose status and capture are `status` / `graph`: WarmUp while
+/// fewer than `warmups_due` warm-ups ran; else, with no capture yet, captures `run` over
+/// `inputs` (GraphCapturer::capture, in the pool of `share_pool_with` or a new one) — a
+/// failure refuses the key, with one TORCH_WARN naming `what`, the key and the reason.
+KeyStep next_step(GraphCapturer& capturer, KeyStatus& status,
+                  std::unique_ptr<CapturedCall>& graph, int warmups_due,
+                  const std::vector<at::Tensor>& inputs, const GraphCapturer::Run& run,
+                  const CapturedCall* share_pool_with, const char* what,
+                  const std::string& key);
+
 /// Whether this build of pt2rt can capture CUDA graphs (built against a LibTorch with CUDA).
 bool cuda_graphs_available();
 

@@ -1,6 +1,8 @@
-// runtime/exec/graph_key.cpp — graph_key and first_line of cuda_graphs.h (built with and
-// without CUDA: the keyed bookkeeping above the capturer is device-independent).
+// runtime/exec/graph_key.cpp — graph_key, first_line, KeyStatus and next_step of
+// cuda_graphs.h (built with and without CUDA: the keyed bookkeeping above the capturer is
+// device-independent).
 #include <c10/util/ArrayRef.h>
+#include <c10/util/Exception.h>
 
 #include <sstream>
 
@@ -29,6 +31,30 @@ std::string KeyStatus::describe() const {
   if (!refused.empty()) return "refused: " + refused;
   if (captured) return "captured, " + std::to_string(replays) + " replays";
   return "warm-up " + std::to_string(warmups);
+}
+
+KeyStep next_step(GraphCapturer& capturer, KeyStatus& status,
+                  std::unique_ptr<CapturedCall>& graph, int warmups_due,
+                  const std::vector<at::Tensor>& inputs, const GraphCapturer::Run& run,
+                  const CapturedCall* share_pool_with, const char* what,
+                  const std::string& key) {
+  if (!status.refused.empty()) return KeyStep::Plain;
+  if (graph) return KeyStep::Replay;
+  if (status.warmups < warmups_due) {
+    ++status.warmups;
+    return KeyStep::WarmUp;
+  }
+  std::string error;
+  graph = capturer.capture(inputs, run, share_pool_with, &error);
+  if (!graph) {
+    status.refused = error;
+    TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: ", what, " ", key,
+               " cannot be captured into a CUDA graph (", error,
+               "); such calls run without one from now on");
+    return KeyStep::Plain;
+  }
+  status.captured = true;
+  return KeyStep::Replay;
 }
 
 }  // namespace pt2rt

@@ -1,8 +1,6 @@
 // runtime/exec/inference_graphs.cpp — see inference_graphs.h.
 #include "exec/inference_graphs.h"
 
-#include <c10/util/Exception.h>
-
 #include <utility>
 
 namespace pt2rt {
@@ -20,24 +18,16 @@ std::vector<at::Tensor> InferenceGraphs::call(const std::vector<at::Tensor>& inp
     it = entries_.emplace(key, Entry{}).first;
   }
   Entry& e = it->second;
-  if (!e.status.refused.empty()) return run(inputs);
-  if (!e.graph) {
-    if (e.status.warmups < kCudaGraphWarmupRuns) {
-      ++e.status.warmups;
+  switch (next_step(*capturer_, e.status, e.graph, kCudaGraphWarmupRuns, inputs, run,
+                    pool_owner_, "the call for inputs", key)) {
+    case KeyStep::WarmUp:
       return capturer_->warm_up(inputs, run);
-    }
-    std::string error;
-    e.graph = capturer_->capture(inputs, run, pool_owner_, &error);
-    if (!e.graph) {
-      e.status.refused = error;
-      TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: the call for inputs ", key,
-                 " cannot be captured into a CUDA graph (", error,
-                 "); calls with these shapes run without one");
+    case KeyStep::Plain:
       return run(inputs);
-    }
-    e.status.captured = true;
-    if (!pool_owner_) pool_owner_ = e.graph.get();
+    case KeyStep::Replay:
+      break;
   }
+  if (!pool_owner_) pool_owner_ = e.graph.get();
   const std::vector<at::Tensor>& outputs = e.graph->replay(inputs);
   ++e.status.replays;
   std::vector<at::Tensor> owned;

@@ -1,8 +1,6 @@
 // runtime/exec/training_graphs.cpp — see training_graphs.h.
 #include "exec/training_graphs.h"
 
-#include <c10/util/Exception.h>
-
 #include <sstream>
 #include <utility>
 
@@ -34,35 +32,23 @@ TrainingGraphs::Result TrainingGraphs::forward(const void* plan_key,
     it = entries_.emplace(key, std::make_shared<Entry>()).first;
   }
   const std::shared_ptr<Entry>& e = it->second;
-  KeyStatus& status = e->forward_status;
-  if (!status.refused.empty()) return {run(inputs), false};
-  if (!e->forward) {
-    if (status.warmups < kCudaGraphWarmupRuns) {
-      ++status.warmups;
-      *ticket = std::make_shared<Ticket>();
-      (*ticket)->entry = e;
+  switch (next_step(*capturer_, e->forward_status, e->forward, kCudaGraphWarmupRuns, inputs,
+                    run, nullptr, "the training forward for", key)) {
+    case KeyStep::WarmUp:
+      ticket->reset(new Ticket{e, 0});
       return {capturer_->warm_up(inputs, run), false};
-    }
-    std::string error;
-    e->forward = capturer_->capture(inputs, run, nullptr, &error);
-    if (!e->forward) {
-      status.refused = error;
-      TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: the training forward for inputs ",
-                 graph_key(inputs), " cannot be captured into a CUDA graph (", error,
-                 "); training calls with these shapes run without one");
+    case KeyStep::Plain:
       return {run(inputs), false};
-    }
-    status.captured = true;
+    case KeyStep::Replay:
+      break;
   }
   // The saved activations of the last replay are still needed by its backward.
   if (e->pending.load() != 0) return {run(inputs), false};
   const std::vector<at::Tensor>& outputs = e->forward->replay(inputs);
-  ++status.replays;
+  ++e->forward_status.replays;
   const uint64_t generation = ++e->generation;
   e->pending.store(generation);
-  *ticket = std::make_shared<Ticket>();
-  (*ticket)->entry = e;
-  (*ticket)->generation = generation;
+  ticket->reset(new Ticket{e, generation});
   return {outputs, true};
 }
 
@@ -90,26 +76,13 @@ TrainingGraphs::Result TrainingGraphs::backward(const std::shared_ptr<Ticket>& t
   check_current_locked(*ticket);
   const std::string key = graph_key(grad_outputs);
   Entry::Backward& b = e.backward[key];
-  if (!b.graph && b.status.refused.empty()) {
-    std::string error;
-    b.graph = capturer_->capture(grad_outputs, run, e.forward.get(), &error);
-    if (!b.graph) {
-      b.status.refused = error;
-      TORCH_WARN("pt2rt: LoadOptions::cuda_graphs: the training backward for grad-outputs ",
-                 key, " cannot be captured into a CUDA graph (", error,
-                 "); it runs without one, reading the forward graph's saved activations");
-    } else {
-      b.status.captured = true;
-    }
-  }
+  const bool replay = next_step(*capturer_, b.status, b.graph, /*warmups_due=*/0, grad_outputs,
+                                run, e.forward.get(), "the training backward for grad-outputs",
+                                key) == KeyStep::Replay;
+  // Without its graph the backward reads the forward graph's saved activations.
+  Result r = replay ? Result{b.graph->replay(grad_outputs), true} : Result{run(grad_outputs), false};
+  if (replay) ++b.status.replays;
   uint64_t mine = ticket->generation;
-  if (!b.graph) {
-    Result r{run(grad_outputs), false};
-    e.pending.compare_exchange_strong(mine, 0);
-    return r;
-  }
-  Result r{b.graph->replay(grad_outputs), true};
-  ++b.status.replays;
   e.pending.compare_exchange_strong(mine, 0);
   return r;
 }

@@ -98,8 +98,6 @@ void check_pairing(const ModelState& s) {
   }
 }
 
-/// Every Tangent input of the backward graph declares a tensor shape: bind_inputs makes zeros of
-/// it when no gradient arrives for that output.
 /// Why LoadOptions::cuda_graphs cannot capture calls of graph `g`, or "": a captured call
 /// works on static copies of the user inputs (a write into one would not reach the caller's
 /// tensor), and returns tensors only (a saved SymInt would be lost).
@@ -117,6 +115,8 @@ std::string graphs_refusal(const CompiledGraph& g) {
   return "";
 }
 
+/// Every Tangent input of the backward graph declares a tensor shape: bind_inputs makes zeros of
+/// it when no gradient arrives for that output.
 void check_tangents(const CompiledGraph& bw) {
   const Graph& g = bw.graph();
   for (size_t i = 0; i < bw.bindings.inputs.size(); ++i) {

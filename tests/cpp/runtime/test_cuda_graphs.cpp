@@ -22,6 +22,22 @@
 
 namespace pt2rt {
 using test::Contains;
+namespace {
+
+/// The fixture `name` loaded twice on cuda:0: with LoadOptions::cuda_graphs and without.
+struct GraphedAndPlain {
+  Model graphed, plain;
+};
+
+GraphedAndPlain load_both(const std::string& name) {
+  const c10::Device cuda(c10::kCUDA, 0);
+  LoadOptions options;
+  options.cuda_graphs = true;
+  return {Model::load(test::archive_path(name, "default"), cuda, options),
+          Model::load(test::archive_path(name, "default"), cuda)};
+}
+
+}  // namespace
 
 TEST_CASE("cuda_graphs: ignored off CUDA; a CUDA-less build cannot make graphs",
           "[cuda_graphs]") {
@@ -54,14 +70,10 @@ TEST_CASE("cuda_graphs: replayed inference equals plain inference, bit for bit",
     WARN("no CUDA device: CUDA graph replays not exercised here");
     return;
   }
-  const c10::Device cuda(c10::kCUDA, 0);
   for (const std::string name : {"mlp", "cnn_bn", "resnet18", "attention", "lstm", "gru",
                                  "upsample", "embedding_max_norm", "one_hot", "dict_list_out"}) {
     INFO(name);
-    LoadOptions options;
-    options.cuda_graphs = true;
-    Model graphed = Model::load(test::archive_path(name, "default"), cuda, options);
-    Model plain = Model::load(test::archive_path(name, "default"), cuda);
+    auto [graphed, plain] = load_both(name);
     graphed.eval();
     plain.eval();
     const std::vector<at::Tensor> inputs = plain.example_inputs();
@@ -135,7 +147,6 @@ TEST_CASE("cuda_graphs: replayed training steps equal plain training steps",
     WARN("no CUDA device: CUDA graph replays of training steps not exercised here");
     return;
   }
-  const c10::Device cuda(c10::kCUDA, 0);
   // Captured on every machine: the zoo's plain CNN, BatchNorm, residual and attention models.
   const std::set<std::string> must_capture = {"mlp", "cnn_bn", "resnet18", "attention",
                                               "mobilenet_v2", "two_io", "frozen"};
@@ -143,10 +154,7 @@ TEST_CASE("cuda_graphs: replayed training steps equal plain training steps",
   int compared = 0;
   for (const std::string& name : test::fixture_models()) {
     INFO(name);
-    LoadOptions options;
-    options.cuda_graphs = true;
-    Model graphed = Model::load(test::archive_path(name, "default"), cuda, options);
-    Model plain = Model::load(test::archive_path(name, "default"), cuda);
+    auto [graphed, plain] = load_both(name);
     if (!plain.program().graph(GraphRole::Backward)) continue;
     graphed.train();
     plain.train();
@@ -204,11 +212,7 @@ TEST_CASE("cuda_graphs: two forwards before their backwards; a stale backward is
     WARN("no CUDA device: not exercised here");
     return;
   }
-  const c10::Device cuda(c10::kCUDA, 0);
-  LoadOptions options;
-  options.cuda_graphs = true;
-  Model graphed = Model::load(test::archive_path("mlp", "default"), cuda, options);
-  Model plain = Model::load(test::archive_path("mlp", "default"), cuda);
+  auto [graphed, plain] = load_both("mlp");
   graphed.train();
   plain.train();
   const at::Tensor x = plain.example_inputs().at(0);
