@@ -3,6 +3,10 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/native/ConvUtils.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#include <ATen/ops/scaled_dot_product_attention.h>
+#define PT2RT_HAS_SDPA 1
+#endif
 
 namespace pt2rt {
 
@@ -22,6 +26,20 @@ bool aten_picks_onednn(const at::Tensor& input, const at::Tensor& weight,
       /*transposed=*/false, output_padding, groups);
 #endif
   return backend == at::native::ConvBackend::Mkldnn;
+}
+
+std::optional<at::Tensor> aten_scaled_dot_product_attention(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
+    bool enable_gqa) {
+#ifdef PT2RT_HAS_SDPA
+  return at::scaled_dot_product_attention(query, key, value, attn_mask, /*dropout_p=*/0.0,
+                                          is_causal, scale, enable_gqa);
+#else
+  (void)query, (void)key, (void)value, (void)attn_mask, (void)is_causal, (void)scale,
+      (void)enable_gqa;
+  return std::nullopt;
+#endif
 }
 
 }  // namespace pt2rt

@@ -5,6 +5,7 @@
 //   * c10::Allocator: 1.13 declares `DataPtr allocate(size_t) const`; 2.x makes it non-const
 //     and adds the pure virtual `copy_data` and the virtual `is_simple_data_ptr`.
 //   * c10::TypeKind::SymBoolType exists in 2.x only.
+//   * at::scaled_dot_product_attention exists from 2.0, with enable_gqa from 2.5.
 //   * at::native::select_conv_backend takes int lists in 1.13, SymInt lists and the bias
 //     sizes in 2.x (libtorch_compat.cpp).
 #pragma once
@@ -14,6 +15,7 @@
 #include <c10/core/Allocator.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <optional>
 #include <vector>
 
 namespace pt2rt {
@@ -35,6 +37,15 @@ inline bool is_sym_bool_type(c10::TypeKind k) {
 bool aten_picks_onednn(const at::Tensor& input, const at::Tensor& weight,
                        const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                        const std::vector<int64_t>& dilation, int64_t groups);
+
+/// ATen's dispatching at::scaled_dot_product_attention(query, key, value, attn_mask,
+/// dropout_p = 0, is_causal, scale, enable_gqa) — the fused kernel eager PyTorch picks for these
+/// tensors — or nullopt on a LibTorch before 2.5 (1.13 has no SDPA; 2.5 added enable_gqa).
+/// Throws c10::Error as ATen does for arguments it rejects.
+std::optional<at::Tensor> aten_scaled_dot_product_attention(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
+    bool enable_gqa);
 
 /// An allocator that forwards everything to `inner` after calling before_allocate(n), which
 /// may throw (a c10::Error, as an out-of-memory would) to refuse the allocation.

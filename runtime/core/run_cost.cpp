@@ -367,6 +367,17 @@ uint64_t recurrent_scratch_bytes(const Call& c) {
   return sat_mul(sat_mul(sat_mul(rows, u(h.size(0))), per_row), u(in.element_size()));
 }
 
+/// Attention (pt2rt::scaled_dot_product_attention and its backward) may hold the [..., L, S]
+/// scores and probabilities: the math formulation on a LibTorch without SDPA, the fused
+/// kernels' fallbacks, and a backward's recomputation all do.
+uint64_t attention_scratch_bytes(const Call& c) {
+  if (!c.name_has("scaled_dot_product_attention")) return 0;
+  const at::Tensor q = c.tensor("query"), k = c.tensor("key");
+  if (!q.defined() || !k.defined() || q.dim() < 2 || k.dim() < 2) return 0;
+  const uint64_t rows = u(q.numel()) / std::max<uint64_t>(last_dim(q), 1);
+  return sat_mul(sat_mul(sat_mul(rows, u(k.size(-2))), 2), u(q.element_size()));
+}
+
 }  // namespace
 
 NodeCost node_cost(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
@@ -380,6 +391,7 @@ NodeCost node_cost(const c10::FunctionSchema& schema, const torch::jit::Stack& a
   cost.work = sat_add(cost.work, linear_algebra_work(c));
   cost.work = sat_add(cost.work, other_superlinear_work(c));
   cost.scratch_bytes = std::max(cost.scratch_bytes, recurrent_scratch_bytes(c));
+  cost.scratch_bytes = std::max(cost.scratch_bytes, attention_scratch_bytes(c));
   return cost;
 }
 

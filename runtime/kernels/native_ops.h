@@ -13,6 +13,7 @@
 //     c10::Error with the message; ATen's own kernel is a device-side assert on CUDA, which
 //     ends the CUDA context, so the operator policy refuses it as a dispatcher op)
 //   pt2rt::lstm, pt2rt::lstm_backward: an nn.LSTM as one node (rnn_ops.h)
+//   pt2rt::scaled_dot_product_attention(_backward): SDPA as one node (attention_ops.h)
 // (Python's `operator.*` on SymInts, with Python semantics: floordiv rounds toward -inf,
 // mod takes the divisor's sign). Integer arithmetic is checked: an overflow of int64
 // (INT64_MIN // -1, a product past 2^63, -INT64_MIN) or a division by zero is a c10::Error,

@@ -88,8 +88,8 @@ class TwoIO(nn.Module):
 
 class Attention(nn.Module):
     """A transformer encoder layer (self-attention, feed-forward, LayerNorm; dropout 0) and a
-    linear head; input float32[2, 5, 16] -> [2, 5, 4]. torch 2.x traces its attention to
-    ``_scaled_dot_product_flash_attention_for_cpu``, torch 1.13 to bmm + softmax."""
+    linear head; input float32[2, 5, 16] -> [2, 5, 4]. torch >= 2.5 captures its attention as
+    one ``pt2rt::scaled_dot_product_attention`` node, torch 1.13 as bmm + softmax."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -188,7 +188,11 @@ def build_mobilenet_v2():
     for m in model.modules():
         if isinstance(m, nn.Dropout):
             m.p = 0.0
-    return model, (torch.randn(2, 3, 32, 32),)
+    # 64x64: the last feature maps are 2x2, so each BatchNorm of the last blocks normalises
+    # over 8 values per channel; at 32x32 (1x1 maps, 2 values) the statistics are so ill
+    # conditioned that CUDA's and the CPU's roundings of the same math differ past any
+    # tolerance.
+    return model, (torch.randn(2, 3, 64, 64),)
 
 
 def build_convnext():

@@ -16,7 +16,8 @@ nothing in the captured graphs may depend on the device the export ran on. Four 
   and cuDNN off (``torch.backends.*.flags``), and
   ``F.scaled_dot_product_attention`` on its math backend
   (``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)``, torch >= 2.3) instead of
-  ``_scaled_dot_product_flash_attention_for_cpu``, which has no CUDA kernel. With symbolic
+  ``_scaled_dot_product_flash_attention_for_cpu``, which has no CUDA kernel — where it is not
+  one ``pt2rt::scaled_dot_product_attention`` node (``ops/attention_ops.py``). With symbolic
   shapes, ``torch._C._select_conv_backend`` and ``_conv_determine_backend_memory_format`` (called
   by torch's fake convolution to pick the output's memory format) run on tensors of the
   symbols' hints: a kernel-choice condition such as NNPACK's ``batch >= 16`` (pip wheels of

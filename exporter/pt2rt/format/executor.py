@@ -5,7 +5,8 @@ looked up as ``torch.ops.<namespace>.<name>.<overload or "default">``; arguments
 back to Python values (positional in order, kwarg_only by name; omitted trailing arguments take
 the schema defaults of the running torch); ``prim::getitem`` indexes a TensorList value and
 ``sym::`` ops (dynamic shapes) compute on Python ints; ``pt2rt::lstm`` /
-``pt2rt::lstm_backward`` are rnn_ops.py's dispatcher ops.
+``pt2rt::lstm_backward`` are rnn_ops.py's dispatcher ops, ``pt2rt::scaled_dot_product_attention``
+attention_ops.py's.
 Graph inputs and outputs are bound by descriptor, never by position.
 
 Errors: ``ExecutionError`` names the node (FX name, op, module), each tensor argument's dtype,
@@ -44,9 +45,10 @@ def resolve_op(op: Operator):
     if op.name in SYM_KERNELS:
         return SYM_KERNELS[op.name]
     ns, _, name = op.name.partition("::")
-    if ns == "pt2rt":  # pt2rt's own dispatcher ops (rnn_ops.py), defined on first use
-        from ..ops.rnn_ops import register
-        register()
+    if ns == "pt2rt":  # pt2rt's own dispatcher ops (rnn_ops.py, attention_ops.py), defined on
+        from ..ops import attention_ops, rnn_ops  # first use
+        rnn_ops.register()
+        attention_ops.register()
     try:
         packet = getattr(getattr(torch.ops, ns), name)
         return getattr(packet, op.overload or "default")

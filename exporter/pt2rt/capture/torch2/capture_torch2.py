@@ -27,7 +27,9 @@ the user's ``stack_trace`` on forward and backward nodes.
 Modules torch.nn implements with a data-dependent Python value but whose computation tensor
 ops can express run with pt2rt's forward during the capture (``module_rewrites.py``: BatchNorm
 with ``momentum=None``). ``nn.LSTM`` with a dynamic sequence length: one ``pt2rt::lstm`` node
-(``rnn_ops.py``).
+(``rnn_ops.py``). ``F.scaled_dot_product_attention`` without dropout: one
+``pt2rt::scaled_dot_product_attention`` node, which the runtime runs on the kernel eager picks on
+its device (``attention_ops.py``); with dropout it takes the math path described next.
 
 Backend choices (``portability.portable_kernels``, set by ``capture.py`` around both
 captures): oneDNN, NNPACK and cuDNN are off while tracing and attention takes its math path, so
@@ -59,6 +61,7 @@ from ...ir.graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, Export
                             GraphRole, WeightSpec)
 from ...ops.decompositions import (linalg_checks_as_asserts, lstm_final_state_fix,
                                    portable_decompositions)
+from ...ops.attention_ops import attention_ops
 from ...ops.rnn_ops import has_lstm, sequence_ops
 from ...ops.traceable_ops import TORCH2_OPS, TraceableOps
 from ...passes.graph_passes import drop_unused_batch_norm_stats
@@ -166,6 +169,7 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
                 contextlib.ExitStack() as stack:
             if has_lstm(model):  # RNNs as one pt2rt:: node each (rnn_ops.SequenceOps)
                 stack.enter_context(sequence_ops(static=True))
+            stack.enter_context(attention_ops())  # SDPA as one node (attention_ops.py)
             jd = aot_export_joint_with_descriptors(
                 stack, model, tuple(args), kwargs,
                 decompositions=_decomposition_table(decompositions))
