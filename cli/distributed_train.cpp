@@ -62,8 +62,8 @@ int timeout_s(const cxxopts::ParseResult& result) {
 
 /// --dist-backend: gloo, nccl, or auto — NCCL where the model is on CUDA, this build has it
 /// and every local rank has a GPU of its own (LOCAL_WORLD_SIZE, set by torchrun and
-/// --nproc-per-node, else WORLD_SIZE, at most the visible GPUs: NCCL refuses two ranks on
-/// one device), else Gloo.
+/// --nproc-per-node, else --world-size or WORLD_SIZE, at most the visible GPUs: NCCL refuses
+/// two ranks on one device), else Gloo.
 dist::Backend choose_backend(const cxxopts::ParseResult& result, c10::Device device) {
   const std::string name = result["dist-backend"].as<std::string>();
   if (name == "gloo") return dist::Backend::Gloo;
@@ -80,13 +80,19 @@ dist::Backend choose_backend(const cxxopts::ParseResult& result, c10::Device dev
   if (name != "auto") {
     throw UsageError("--dist-backend: expected auto, gloo or nccl, got '" + name + "'");
   }
-  if (!device.is_cuda() || !dist::nccl_available()) return dist::Backend::Gloo;
+  // --world-size wins over WORLD_SIZE, as in the rendezvous (read here before the flags are
+  // exported into the environment).
   const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  if (local == nullptr || *local == '\0') local = std::getenv("WORLD_SIZE");
-  const long ranks = local != nullptr ? std::strtol(local, nullptr, 10) : 0;
-  return ranks >= 1 && ranks <= static_cast<long>(torch::cuda::device_count())
-             ? dist::Backend::Nccl
-             : dist::Backend::Gloo;
+  long ranks = 0;
+  if (local != nullptr && *local != '\0') {
+    ranks = std::strtol(local, nullptr, 10);
+  } else if (result.count("world-size")) {
+    ranks = result["world-size"].as<int>();
+  } else if (const char* world = std::getenv("WORLD_SIZE")) {
+    ranks = std::strtol(world, nullptr, 10);
+  }
+  return dist::auto_backend(device.is_cuda(), ranks,
+                            device.is_cuda() ? torch::cuda::device_count() : 0);
 }
 
 class NullBuffer : public std::streambuf {

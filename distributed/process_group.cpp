@@ -83,6 +83,11 @@ const char* backend_name(Backend backend) { return backend == Backend::Nccl ? "N
 
 bool nccl_available() { return nccl_built(); }
 
+Backend auto_backend(bool on_cuda, int64_t local_ranks, int64_t gpus) {
+  return on_cuda && nccl_available() && local_ranks >= 1 && local_ranks <= gpus ? Backend::Nccl
+                                                                                : Backend::Gloo;
+}
+
 bool Rendezvous::env_present() { return env("WORLD_SIZE") != nullptr && env("RANK") != nullptr; }
 
 Rendezvous Rendezvous::from_env() {

@@ -79,6 +79,12 @@ const char* backend_name(Backend backend);
 /// Whether this build of pt2rt_distributed has c10d's NCCL backend (a CUDA LibTorch, nccl.h).
 bool nccl_available();
 
+/// The backend an automatic choice picks (export-cli train --dist-backend auto): NCCL when the
+/// model is on CUDA, nccl_available(), and every one of the `local_ranks` processes on this
+/// machine has a GPU of its own (1 <= local_ranks <= `gpus`, the visible CUDA devices; NCCL
+/// refuses two ranks on one device), as torchrun users pick it; else Gloo.
+Backend auto_backend(bool on_cuda, int64_t local_ranks, int64_t gpus);
+
 struct GroupOptions {
   /// Rendezvous deadline and the timeout of every collective (c10d ProcessGroupGloo::Options
   /// timeout): a peer that died or hangs fails the others after at most this long.

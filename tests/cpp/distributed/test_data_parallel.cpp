@@ -416,6 +416,17 @@ TEST_CASE("ProcessGroup: the NCCL backend needs a GPU and a build with NCCL", "[
   CHECK(std::string(backend_name(Backend::Gloo)) == "Gloo");
 }
 
+TEST_CASE("auto_backend: NCCL only on CUDA, with NCCL built in, one GPU per local rank",
+          "[distributed]") {
+  const Backend nccl = nccl_available() ? Backend::Nccl : Backend::Gloo;
+  CHECK(auto_backend(/*on_cuda=*/false, 1, 1) == Backend::Gloo);
+  CHECK(auto_backend(true, 1, 1) == nccl);
+  CHECK(auto_backend(true, 8, 8) == nccl);
+  CHECK(auto_backend(true, 2, 1) == Backend::Gloo);  // two ranks would share a GPU
+  CHECK(auto_backend(true, 0, 1) == Backend::Gloo);  // world size unknown
+  CHECK(auto_backend(true, 1, 0) == Backend::Gloo);  // no visible GPU
+}
+
 TEST_CASE("ProcessGroup over NCCL (one rank): collectives on CUDA and staged CPU tensors",
           "[distributed][cuda]") {
   if (!at::hasCUDA() || !nccl_available()) {
