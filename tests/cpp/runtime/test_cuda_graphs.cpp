@@ -130,13 +130,23 @@ bool same(const at::Tensor& got, const at::Tensor& want) {
   return at::equal(got, want);
 }
 
-/// cuDNN's deterministic algorithms for the scope: its default convolution backward
-/// accumulates with atomics, so two runs of the same step differ in the last bits — graphs or
-/// not (torch.backends.cudnn.deterministic).
+/// Deterministic algorithms for the scope: cuDNN's default convolution backward and
+/// memory-efficient attention's backward (pt2rt::scaled_dot_product_attention) accumulate with
+/// atomics, so two runs of the same step differ in the last bits — graphs or not
+/// (torch.backends.cudnn.deterministic; torch.use_deterministic_algorithms(True,
+/// warn_only=True), which ops without a deterministic kernel only warn about).
 struct DeterministicCuDNN {
   const bool before = at::globalContext().deterministicCuDNN();
-  DeterministicCuDNN() { at::globalContext().setDeterministicCuDNN(true); }
-  ~DeterministicCuDNN() { at::globalContext().setDeterministicCuDNN(before); }
+  const bool before_algorithms = at::globalContext().deterministicAlgorithms();
+  const bool before_warn_only = at::globalContext().deterministicAlgorithmsWarnOnly();
+  DeterministicCuDNN() {
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  }
+  ~DeterministicCuDNN() {
+    at::globalContext().setDeterministicCuDNN(before);
+    at::globalContext().setDeterministicAlgorithms(before_algorithms, before_warn_only);
+  }
 };
 
 }  // namespace
