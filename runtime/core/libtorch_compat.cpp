@@ -7,6 +7,10 @@
 #include <ATen/ops/scaled_dot_product_attention.h>
 #define PT2RT_HAS_SDPA 1
 #endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+#include <ATen/ops/_foreach_copy.h>
+#define PT2RT_HAS_FOREACH_COPY 1
+#endif
 
 namespace pt2rt {
 
@@ -39,6 +43,14 @@ std::optional<at::Tensor> aten_scaled_dot_product_attention(
   (void)query, (void)key, (void)value, (void)attn_mask, (void)is_causal, (void)scale,
       (void)enable_gqa;
   return std::nullopt;
+#endif
+}
+
+void foreach_copy(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
+#ifdef PT2RT_HAS_FOREACH_COPY
+  at::_foreach_copy_(dst, src);
+#else
+  for (size_t i = 0; i < dst.size() && i < src.size(); ++i) dst[i].copy_(src[i]);
 #endif
 }
 

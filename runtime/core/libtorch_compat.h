@@ -6,6 +6,7 @@
 //     and adds the pure virtual `copy_data` and the virtual `is_simple_data_ptr`.
 //   * c10::TypeKind::SymBoolType exists in 2.x only.
 //   * at::scaled_dot_product_attention exists from 2.0, with enable_gqa from 2.5.
+//   * at::_foreach_copy_ exists from 2.2.
 //   * at::native::select_conv_backend takes int lists in 1.13, SymInt lists and the bias
 //     sizes in 2.x (libtorch_compat.cpp).
 #pragma once
@@ -46,6 +47,10 @@ std::optional<at::Tensor> aten_scaled_dot_product_attention(
     const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
     const std::optional<at::Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
     bool enable_gqa);
+
+/// dst[i].copy_(src[i]) for all i as ONE at::_foreach_copy_ (LibTorch >= 2.2), else one
+/// Tensor::copy_ each. Pairs must have equal sizes (c10::Error otherwise).
+void foreach_copy(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src);
 
 /// An allocator that forwards everything to `inner` after calling before_allocate(n), which
 /// may throw (a c10::Error, as an out-of-memory would) to refuse the allocation.

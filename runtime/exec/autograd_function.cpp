@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "core/batched_copy.h"
 #include "exec/backward_chain.h"
 
 namespace pt2rt {
@@ -89,11 +90,10 @@ void run_forward_graphed(const ModelState& s, const TrainingPlan& tp,
         return flat;
       },
       ticket);
-  results.assign(num_out, at::Tensor());
-  for (size_t i = 0; i < num_out; ++i) {
-    const at::Tensor& o = r.outputs[i];
-    results[i] = r.replayed && o.defined() ? o.clone() : o;
-  }
+  // Replayed user outputs are the graph's static tensors: copies, in one batched launch.
+  std::vector<at::Tensor> user_outputs(r.outputs.begin(), r.outputs.begin() + num_out);
+  if (r.replayed) user_outputs = clone_all(user_outputs);
+  results.assign(user_outputs.begin(), user_outputs.end());
   for (size_t k = 0; k < saved.size(); ++k) {
     const at::Tensor& v = r.outputs[num_out + k];
     saved[k] = v.defined() ? c10::IValue(v) : c10::IValue();
@@ -172,8 +172,9 @@ struct TrainingFunction : public torch::autograd::Function<TrainingFunction> {
             return run_whole_backward(run, saved, tangents);
           });
       run.whole = true;
-      run.whole_static = r.replayed;
-      run.whole_grads = r.outputs;
+      // A replay's gradients are its static tensors, which the next replay overwrites: the
+      // segments hand out copies, made in one batched launch (batched_copy.h).
+      run.whole_grads = r.replayed ? clone_all(r.outputs) : r.outputs;
     } else {
       start_backward(run, saved, grad_outputs);
     }

@@ -34,11 +34,9 @@ class BackwardSegment final : public torch::autograd::Node {
     variable_list out;
     out.reserve(grads.size() + 1);
     for (const GradDelivery& g : grads) {
-      if (r.whole) {
-        // A graph's static gradient is overwritten by the next replay: hand out a copy.
-        at::Tensor& t = r.whole_grads[g.output];
-        out.push_back(r.whole_static && t.defined() ? t.clone() : std::move(t));
-        t = at::Tensor();
+      if (r.whole) {  // copies where the backward was replayed (TrainingFunction::backward)
+        out.push_back(std::move(r.whole_grads[g.output]));
+        r.whole_grads[g.output] = at::Tensor();
         continue;
       }
       c10::IValue& v = r.outputs[g.output];

@@ -59,10 +59,9 @@ struct BackwardRun {
   std::vector<c10::IValue> outputs;   ///< per backward graph output, until delivered
   /// LoadOptions::cuda_graphs (training_graphs.h): the forward's ticket. With one, the
   /// backward runs as one call (replayed from a graph where the forward was) and the
-  /// segments only deliver `whole_grads`, copies of them where `whole_static`.
+  /// segments only deliver `whole_grads` (copies of a replay's static gradients).
   std::shared_ptr<TrainingGraphs::Ticket> ticket;
   bool whole = false;
-  bool whole_static = false;
   std::vector<at::Tensor> whole_grads;  ///< per backward graph output (undefined: none)
 };
 

@@ -12,9 +12,11 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
+#include "core/batched_copy.h"
 #include "pt2rt/errors.h"
 
 namespace pt2rt {
@@ -45,9 +47,9 @@ class CapturedCallImpl final : public CapturedCall {
         outputs_(std::move(outputs)) {}
 
   const std::vector<at::Tensor>& replay(const std::vector<at::Tensor>& inputs) override {
-    for (size_t i = 0; i < inputs.size() && i < inputs_.size(); ++i) {
-      if (inputs[i].defined() && inputs_[i].defined()) inputs_[i].copy_(inputs[i]);
-    }
+    const size_t n = std::min(inputs.size(), inputs_.size());
+    copy_all(std::vector<at::Tensor>(inputs_.begin(), inputs_.begin() + n),
+             std::vector<at::Tensor>(inputs.begin(), inputs.begin() + n));
     graph_->replay();
     return outputs_;
   }

@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include "core/batched_copy.h"
+
 namespace pt2rt {
 
 InferenceGraphs::InferenceGraphs(std::shared_ptr<GraphCapturer> capturer, size_t max_graphs)
@@ -30,10 +32,7 @@ std::vector<at::Tensor> InferenceGraphs::call(const std::vector<at::Tensor>& inp
   if (!pool_owner_) pool_owner_ = e.graph.get();
   const std::vector<at::Tensor>& outputs = e.graph->replay(inputs);
   ++e.status.replays;
-  std::vector<at::Tensor> owned;
-  owned.reserve(outputs.size());
-  for (const at::Tensor& o : outputs) owned.push_back(o.defined() ? o.clone() : o);
-  return owned;
+  return clone_all(outputs);  // the static outputs are overwritten by the next replay
 }
 
 std::vector<std::string> InferenceGraphs::report() const {
