@@ -267,21 +267,27 @@ def profile_begin(device: str) -> str:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
         acts.append(ProfilerActivity.CUDA)
-    _profiler = profile(activities=acts)
+    _profiler = profile(activities=acts, profile_memory=True)
     _profiler.__enter__()
     return ""
 
 
 def profile_end(label: str, device: str) -> str:
-    """Stops the profiler; returns its key_averages table (top 25 by self CPU time) headed by
-    ``label``."""
+    """Stops the profiler; returns its key_averages tables headed by ``label``: the top 25 ops
+    by self CPU time, and the top 15 by the memory they allocated themselves (self CUDA memory
+    on a CUDA device, else self CPU memory; ``profile_memory=True``)."""
     global _profiler
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
     _profiler.__exit__(None, None, None)
-    table = _profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+    averages = _profiler.key_averages()
+    table = averages.table(sort_by="self_cpu_time_total", row_limit=25)
+    memory = "self_cuda_memory_usage" if torch.device(device).type == "cuda" \
+        else "self_cpu_memory_usage"
+    by_memory = averages.table(sort_by=memory, row_limit=15)
     _profiler = None
-    return f"== profile: {label} (one training step + one inference call)\n{table}"
+    return (f"== profile: {label} (one training step + one inference call)\n{table}\n"
+            f"== by memory ({memory}): {label}\n{by_memory}")
 
 
 def names() -> List[str]:
