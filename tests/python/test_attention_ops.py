@@ -134,9 +134,10 @@ def test_dynamic_batch_and_sequence_are_one_node(tmp_path):
         _train_like_eager(model, exported, torch.randn(*shape), tmp_path)
 
 
-def test_dropout_and_a_trained_mask_keep_the_math_path():
+def test_dropout_a_trained_mask_and_broadcasting_keep_the_math_path(tmp_path):
     """A recomputed backward would draw a new dropout mask; a mask that requires grad needs its
-    own gradient, which the op does not give: both stay ATen's math path."""
+    own gradient, which the op does not give; keys broadcast over the batch are outside the
+    runtime kernel's layout: all stay ATen's math path."""
     x = torch.randn(3, 7, 16)
     assert FWD not in _ops(pt2rt.export(_encoder(dropout=0.1), (x,), bundle_examples=False,
                                         inference=False))
@@ -151,3 +152,22 @@ def test_dropout_and_a_trained_mask_keep_the_math_path():
 
     assert BWD not in _ops(pt2rt.export(TrainedMask(), (torch.randn(2, 7, 8),),
                                         bundle_examples=False))
+
+    class BroadcastKeys(nn.Module):
+        """One key/value set for the whole batch: broadcast leading dims."""
+
+        def __init__(self):
+            super().__init__()
+            self.kv = nn.Parameter(torch.randn(1, 2, 5, 8))
+
+        def forward(self, q):
+            return F.scaled_dot_product_attention(q, self.kv, self.kv)
+
+    model = BroadcastKeys()
+    q = torch.randn(3, 2, 7, 8)
+    exported = pt2rt.export(model, (q,), bundle_examples=False)
+    assert FWD not in _ops(exported)
+    exported.save(str(tmp_path / "b.pt2"))
+    with torch.no_grad():
+        want = model(q)
+    torch.testing.assert_close(pt2rt.load(str(tmp_path / "b.pt2")).run_inference(q)[0], want)

@@ -16,7 +16,9 @@ call's own autograd graph (runtime/kernels/attention_ops.h).
 ``AttentionOps`` (a ``TorchFunctionMode``, torch >= 2.5: ``enable_gqa``) turns a call of
 ``F.scaled_dot_product_attention`` into the op when it can be one: ``dropout_p == 0`` (a
 recomputation in the backward would draw a new mask; with dropout the call keeps the math path,
-whose mask is a recorded value) and no ``attn_mask`` that requires grad.
+whose mask is a recorded value), no ``attn_mask`` that requires grad, and arguments the
+runtime's kernel accepts (2 to 8 dims, equal leading dims — no broadcasting —, a boolean mask
+or one of query's dtype); any other call keeps the math path.
 
 Schemas (identical in the C++ runtime, runtime/kernels/attention_ops.cpp)::
 
@@ -165,9 +167,17 @@ def _one_op_args(args: Sequence[Any], kwargs: dict) -> Optional[List[Any]]:
         return None
     if not all(t.dtype.is_floating_point and t.dtype == query.dtype for t in (key, value)):
         return None
+    if mask is not None and mask.dtype not in (torch.bool, query.dtype):
+        return None
+    gqa = bool(bound.get("enable_gqa", False))
+    if not 2 <= query.dim() <= 8 or key.dim() != query.dim() or value.dim() != query.dim():
+        return None
+    lead = query.dim() - (3 if gqa else 2)  # broadcast leading dims: the math path handles them
+    if lead < 0 or not all(tuple(t.shape[:lead]) == tuple(query.shape[:lead]) for t in (key, value)):
+        return None
     scale = bound.get("scale")
     return [query, key, value, mask, bool(bound.get("is_causal", False)),
-            None if scale is None else float(scale), bool(bound.get("enable_gqa", False))]
+            None if scale is None else float(scale), gqa]
 
 
 def _attention_call(original, args, kwargs):
