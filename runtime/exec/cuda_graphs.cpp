@@ -5,8 +5,6 @@
 #include <ATen/core/Generator.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/equal.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -21,16 +19,6 @@
 
 namespace pt2rt {
 namespace {
-
-/// A static buffer for `t`: its strides where they are non-overlapping and dense, else
-/// contiguous (an expanded gradient, say: copy_ cannot write into overlapping memory).
-at::Tensor static_buffer(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  at::Tensor b = t.is_non_overlapping_and_dense()
-                     ? at::empty_strided(t.sizes(), t.strides(), t.options())
-                     : at::empty(t.sizes(), t.options());
-  return b.copy_(t);
-}
 
 /// The default CPU generator's state (a copy), to tell whether a call drew from it.
 at::Tensor cpu_generator_state() {
@@ -101,9 +89,9 @@ class GraphCapturerImpl final : public GraphCapturer {
     const at::cuda::MempoolId_t pool =
         share_pool_with ? static_cast<const CapturedCallImpl*>(share_pool_with)->pool()
                         : at::cuda::graph_pool_handle();
-    std::vector<at::Tensor> statics;
-    statics.reserve(inputs.size());
-    for (const at::Tensor& t : inputs) statics.push_back(static_buffer(t));
+    // Static buffers: the inputs' strides where non-overlapping and dense, else contiguous
+    // (an expanded gradient, say: copy_ cannot write into overlapping memory).
+    std::vector<at::Tensor> statics = clone_all(inputs);
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
     const at::Tensor cpu_before = cpu_generator_state();
     std::string failure;

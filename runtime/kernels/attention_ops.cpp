@@ -188,13 +188,6 @@ ForwardStash& stash() {
   return s;
 }
 
-bool has_inference_tensor(const std::vector<at::Tensor>& ts) {
-  for (const at::Tensor& t : ts) {
-    if (t.is_inference()) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 void attention_kernel(Stack& s) {
@@ -206,7 +199,7 @@ void attention_kernel(Stack& s) {
   }
   const std::vector<at::Tensor> args = a.tensors();
   at::Tensor out;
-  if (!c10::InferenceMode::is_enabled() && !has_inference_tensor(args)) {
+  if (can_keep_graph(args)) {
     // As eager's forward: under autograd on detached leaves; the graph waits for the backward.
     c10::AutoGradMode grad_mode(true);
     std::vector<at::Tensor> leaves;

@@ -1,6 +1,8 @@
 // runtime/kernels/forward_stash.cpp — see forward_stash.h.
 #include "kernels/forward_stash.h"
 
+#include <c10/core/InferenceMode.h>
+
 #include <algorithm>
 
 namespace pt2rt {
@@ -28,6 +30,14 @@ bool TensorKey::same_place(const at::Tensor& t) const {
 
 bool TensorKey::same_contents(const at::Tensor& t) const {
   return same_place(t) && !t.is_inference() && t._version() == version_;
+}
+
+bool can_keep_graph(const std::vector<at::Tensor>& args) {
+  if (c10::InferenceMode::is_enabled()) return false;
+  for (const at::Tensor& t : args) {
+    if (t.is_inference()) return false;
+  }
+  return true;
 }
 
 std::optional<std::vector<TensorKey>> keys_of(const std::vector<at::Tensor>& ts) {

@@ -55,6 +55,11 @@ class TensorKey {
 /// Keys for every tensor of `ts`; nullopt if one has none (TensorKey::of).
 std::optional<std::vector<TensorKey>> keys_of(const std::vector<at::Tensor>& ts);
 
+/// Whether a forward on `args` may keep its autograd graph in a ForwardStash: outside
+/// c10::InferenceMode (no backward can follow there) and with no inference tensor among them
+/// (it has no version counter, so it could not be keyed: TensorKey::of).
+bool can_keep_graph(const std::vector<at::Tensor>& args);
+
 /// Bounded, thread-safe (the autograd engine runs a CUDA backward on its device thread) store
 /// of tensors a forward saved for its backward. Ownership: the saved tensors are held strongly
 /// until take() or eviction; the arguments' storages only weakly.

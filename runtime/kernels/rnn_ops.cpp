@@ -14,7 +14,6 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -197,10 +196,6 @@ std::vector<at::Tensor> forward_keeping_graph(size_t kind, const RnnArgs& a) {
   return results;
 }
 
-bool has_inference_tensor(const std::vector<at::Tensor>& ts) {
-  return std::any_of(ts.begin(), ts.end(), [](const at::Tensor& t) { return t.is_inference(); });
-}
-
 void push_list(Stack& s, std::vector<at::Tensor> v) { s.emplace_back(c10::List<at::Tensor>(v)); }
 
 template <size_t Kind>
@@ -218,7 +213,7 @@ void forward_kernel(Stack& s) {
   std::vector<at::Tensor> results;
   if (use_cudnn_rnn(a.input)) {
     results = cudnn_rnn_forward(kCudnnModes[Kind], a);
-  } else if (a.train && !c10::InferenceMode::is_enabled() && !has_inference_tensor(a.leaves())) {
+  } else if (a.train && can_keep_graph(a.leaves())) {
     results = forward_keeping_graph(Kind, a);
   } else {
     if (!c10::InferenceMode::is_enabled()) {

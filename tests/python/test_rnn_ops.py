@@ -135,7 +135,7 @@ def test_dynamic_length_is_one_node_and_trains_like_eager(tmp_path):
 def test_static_exports_are_one_node_on_both_lanes(tmp_path):
     """A static LSTM is one pt2rt::lstm node (the runtime runs it as one fused kernel, cuDNN's
     on CUDA) and trains like eager, on torch 2 and on torch 1.13 (whose real-tensor trace runs
-    the backward kernel's recomputation below autograd: rnn_ops._autograd_dispatch); where one
+    the backward kernel's recomputation below autograd: rnn_ops.autograd_dispatch); where one
     node cannot reproduce eager (dropout between layers in training mode) it stays unrolled."""
     model = Tagger()
     x = torch.randn(2, 6, 8)

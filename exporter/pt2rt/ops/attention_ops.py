@@ -47,6 +47,8 @@ from typing import Any, Iterator, List, Optional, Sequence
 
 import torch
 
+from .rnn_ops import autograd_dispatch
+
 NAMESPACE = "pt2rt"
 SCHEMA = ("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
           "Tensor? attn_mask, bool is_causal, float? scale, bool enable_gqa) -> Tensor")
@@ -83,8 +85,7 @@ def _attention(query, key, value, attn_mask, is_causal, scale, enable_gqa):
 
 
 def _attention_backward(grad_out, query, key, value, attn_mask, is_causal, scale, enable_gqa):
-    from .rnn_ops import _autograd_dispatch
-    with _autograd_dispatch():
+    with autograd_dispatch():
         leaves = [t.detach().requires_grad_() for t in (query, key, value)]
         out = torch._C._nn.scaled_dot_product_attention(*leaves, attn_mask, 0.0, is_causal,
                                                         scale=scale, enable_gqa=enable_gqa)

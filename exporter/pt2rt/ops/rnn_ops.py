@@ -105,7 +105,7 @@ def _lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirection
 
 
 @contextlib.contextmanager
-def _autograd_dispatch() -> Iterator[None]:
+def autograd_dispatch() -> Iterator[None]:
     """Autograd on for a backward kernel's recomputation, wherever the kernel runs: a torch
     1.13 ``make_fx`` trace on real tensors calls a custom op's kernel below autograd (its
     dispatch mode excludes the autograd keys from the thread's dispatch set), where
@@ -126,7 +126,7 @@ def _autograd_dispatch() -> Iterator[None]:
 def _lstm_backward(grad_output, grad_h_n, grad_c_n, input, hx, params, has_biases, num_layers,
                    dropout, train, bidirectional, batch_first):
     _check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
-    with _autograd_dispatch():
+    with autograd_dispatch():
         leaves = [t.detach().requires_grad_() for t in [input, *hx, *params]]
         outs = torch.lstm(leaves[0], leaves[1:3], leaves[3:], has_biases, num_layers, dropout,
                           train, bidirectional, batch_first)
@@ -174,7 +174,7 @@ def _single_kernels(kind: str):
     def backward(grad_output, grad_h_n, input, hx, params, has_biases, num_layers, dropout,
                  train, bidirectional, batch_first):
         check(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
-        with _autograd_dispatch():
+        with autograd_dispatch():
             leaves = [t.detach().requires_grad_() for t in [input, hx, *params]]
             outs = _aten(kind)(leaves[0], leaves[1], leaves[2:], has_biases, num_layers,
                                dropout, train, bidirectional, batch_first)
