@@ -131,12 +131,21 @@ def substituted(model: torch.nn.Module, names: List[List[str]],
     ``names[i]``), aliases included (see the module docstring); restores everything on exit."""
     mapping = {name: t for ns, t in zip(names, state) for name in ns}
     replacement = {id(t): mapping[fqn] for fqn, t in _originals(model).items() if fqn in mapping}
-    with _reparametrize_module(model, mapping):
-        undo = _swap_aliases(model, replacement)
-        try:
-            yield
-        finally:
-            _restore(undo)
+    try:
+        with _reparametrize_module(model, mapping):
+            undo = _swap_aliases(model, replacement)
+            try:
+                yield
+            finally:
+                _restore(undo)
+    finally:
+        # torch 1.13's _reparametrize_module swaps each module's class for a per-call
+        # subclass whose closures hold ``mapping``: that class is cyclic garbage, which kept
+        # every substituted tensor (a capture's copy of the weights) alive until the cycle
+        # collector ran — resnet18's export held two extra copies of its weights during the
+        # float64 references. Emptied here, the garbage holds no tensor.
+        mapping.clear()
+        replacement.clear()
 
 
 def call_model(model: torch.nn.Module, names: List[List[str]], state: Sequence[torch.Tensor],
