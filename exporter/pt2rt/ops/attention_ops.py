@@ -208,14 +208,17 @@ class AttentionOps(torch.overrides.TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def attention_ops() -> Iterator[None]:
-    """For the duration of a trace: ``AttentionOps`` entered and
-    ``torch.nn.functional.scaled_dot_product_attention`` (looked up at each call by
-    ``F.multi_head_attention_forward`` and by user code calling ``F.scaled_...``) routed through
-    ``_attention_call``. Nothing where the running torch lacks what the op needs
-    (``supported()``; torch 1.13 has no SDPA at all)."""
+def attention_ops() -> Iterator[List[torch.overrides.TorchFunctionMode]]:
+    """For the duration of a trace: ``torch.nn.functional.scaled_dot_product_attention`` (looked
+    up at each call by ``F.multi_head_attention_forward`` and by user code calling
+    ``F.scaled_...``) routed through ``_attention_call``. Yields the modes that catch the other
+    calls, ``[AttentionOps()]``, for the caller to enter while the model's own code runs
+    (``capture/forward_modes.during_forward``): entered around a whole
+    ``aot_export_joint_with_descriptors`` a mode also sees every tensor call of AOTAutograd's
+    own Python (~16,000 in a resnet18 export). Yields ``[]`` and changes nothing where the
+    running torch lacks what the op needs (``supported()``; torch 1.13 has no SDPA at all)."""
     if not supported():
-        yield
+        yield []
         return
     register()
     functional = torch.nn.functional
@@ -226,7 +229,6 @@ def attention_ops() -> Iterator[None]:
 
     functional.scaled_dot_product_attention = routed
     try:
-        with AttentionOps():
-            yield
+        yield [AttentionOps()]
     finally:
         functional.scaled_dot_product_attention = original

@@ -495,6 +495,12 @@ def has_lstm(model: torch.nn.Module) -> bool:
 @contextlib.contextmanager
 def sequence_ops(static: bool = False) -> Iterator[None]:
     """``SequenceOps(static)`` for the duration of a trace."""
-    register()
-    with SequenceOps(static):
+    with sequence_modes(static):
         yield
+
+
+def sequence_modes(static: bool = False) -> SequenceOps:
+    """A ``SequenceOps(static)`` mode for the caller to enter (the ops registered first), e.g.
+    only while the model's own code runs (``capture/forward_modes.during_forward``)."""
+    register()
+    return SequenceOps(static)

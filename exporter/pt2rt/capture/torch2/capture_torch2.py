@@ -62,7 +62,7 @@ from ...ir.graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, Export
 from ...ops.decompositions import (linalg_checks_as_asserts, lstm_final_state_fix,
                                    portable_decompositions)
 from ...ops.attention_ops import attention_ops
-from ...ops.rnn_ops import has_lstm, sequence_ops
+from ...ops.rnn_ops import has_lstm, sequence_modes
 from ...ops.traceable_ops import TORCH2_OPS, TraceableOps
 from ...passes.graph_passes import drop_unused_batch_norm_stats
 from ..call_names import FailingCall
@@ -161,15 +161,16 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
     grad_mode = torch.enable_grad() if train else torch.no_grad()
     calls = FailingCall()  # names the user's op in a data-dependent refusal
     provenance = MetaProvenance(model)
+    # RNNs as one pt2rt:: node each (rnn_ops.SequenceOps), SDPA as one node (attention_ops.py):
+    # like the other modes, active only while the model's code runs (forward_modes.py).
+    sequence = [sequence_modes(static=True)] if has_lstm(model) else []
     try:
         with _mode(model, train), grad_mode, capturable(model), _views_as_copies(model), \
                 aliases_follow_substitution(model), lstm_final_state_fix(), \
-                linalg_checks_as_asserts(), provenance.recording(), \
-                during_forward(model, [provenance.mode(), calls, TraceableOps(TORCH2_OPS)]), \
+                linalg_checks_as_asserts(), provenance.recording(), attention_ops() as attention, \
+                during_forward(model, [*sequence, *attention, provenance.mode(), calls,
+                                       TraceableOps(TORCH2_OPS)]), \
                 contextlib.ExitStack() as stack:
-            if has_lstm(model):  # RNNs as one pt2rt:: node each (rnn_ops.SequenceOps)
-                stack.enter_context(sequence_ops(static=True))
-            stack.enter_context(attention_ops())  # SDPA as one node (attention_ops.py)
             jd = aot_export_joint_with_descriptors(
                 stack, model, tuple(args), kwargs,
                 decompositions=_decomposition_table(decompositions))
