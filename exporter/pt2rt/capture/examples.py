@@ -159,9 +159,13 @@ def _grads64(run64: EagerTrainRun, grads32: Dict[str, torch.Tensor],
 
 def _rmse(t: torch.Tensor, ref: torch.Tensor) -> Optional[float]:
     """Root-mean-square difference of two tensors of one shape, in float64 on the CPU; None
-    when not finite."""
-    diff = t.detach().double().cpu() - ref.detach().double().cpu()
-    rmse = float(diff.pow(2).mean().sqrt()) if diff.numel() else 0.0
+    when not finite. One float64 temporary (the difference; the float32 side is promoted by
+    the subtraction, not copied first): the float64 run's gradient sink calls this inside the
+    backward, at the run's memory peak."""
+    diff = (t.detach().cpu() - ref.detach().cpu()).to(torch.float64)
+    if not diff.numel():
+        return 0.0
+    rmse = float(torch.linalg.vector_norm(diff)) / math.sqrt(diff.numel())
     return rmse if math.isfinite(rmse) else None
 
 
