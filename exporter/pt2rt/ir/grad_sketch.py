@@ -136,10 +136,13 @@ def compute(name: str, grad: torch.Tensor, seed: int = DEFAULT_SEED,
             count: int = DEFAULT_PROJECTIONS) -> GradSketch:
     """The sketch of ``grad`` (any device, a real floating dtype)."""
     g = grad.detach().to("cpu", torch.float64).contiguous().view(-1)
-    a = g.abs()
+    # |g| summed and maxed by vector_norm (orders 1 and inf): no temporary of g's size, as the
+    # float64 references call this inside their backward, at that run's memory peak
+    norm = torch.linalg.vector_norm
     return GradSketch(name, dtypes.scalar_type(grad.dtype), list(grad.shape),
-                      float(torch.linalg.vector_norm(g)), float(g.sum()), float(a.sum()),
-                      float(a.max()) if g.numel() else 0.0, projections(g, seed, count))
+                      float(norm(g)), float(g.sum()), float(norm(g, 1)),
+                      float(norm(g, math.inf)) if g.numel() else 0.0,
+                      projections(g, seed, count))
 
 
 def compute_all(grads: Sequence[Tuple[str, torch.Tensor]], seed: int = DEFAULT_SEED,
