@@ -145,7 +145,6 @@ def substituted(model: torch.nn.Module, names: List[List[str]],
         # collector ran — resnet18's export held two extra copies of its weights during the
         # float64 references. Emptied here, the garbage holds no tensor.
         mapping.clear()
-        replacement.clear()
 
 
 def call_model(model: torch.nn.Module, names: List[List[str]], state: Sequence[torch.Tensor],
