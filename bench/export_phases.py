@@ -8,12 +8,15 @@ Each phase is a function of the exporter, timed by wrapping it for the run (incl
 ``eager_example`` contains the float64 runs and the eval outputs, ``_float64_runs`` the float64
 eval and training runs; the rest do not nest):
 
-* ``_eager_probe``: the float32 eager training run (fidelity checks, float32 references);
+* ``_eager_probe``: the float32 eager training and eval-mode runs (fidelity checks, the
+  graphs' value check, float32 references);
 * ``capture_inference`` / ``capture_joint``: the backend's two captures (torch 1.13: make_fx
   + functionalization; torch >= 2.9: ``aot_export_joint_with_descriptors``);
 * ``partition``: the joint graph into forward and backward (functorch's partitioner);
 * ``annotate_program``: every graph run once on the example inputs (value metadata);
-* ``eager_example`` / ``_float64_runs`` / ``eager_eval_outputs``: the bundled references;
+* ``eager_example`` / ``_float64_runs`` / ``eager_eval_outputs``: the bundled references
+  (``eager_eval_outputs``: the float64 eval run's, and the float32 one's when the export
+  made none);
 * ``build_program`` / ``write_program``: the FlatBuffer program; ``save``: the zip archive.
 
 Each model is exported ``--rounds`` times (fresh copies, 1 intra-op thread); the last round is

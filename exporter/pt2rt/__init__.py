@@ -221,6 +221,7 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
                                       captured.example_inputs,
                                       train=train, inference=inference,
                                       train_run=captured.eager_train,
+                                      eval_outputs=captured.eager_eval,
                                       full_references=full_references,
                                       float64=float64_references))
     if bundle_examples:

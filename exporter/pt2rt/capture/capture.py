@@ -33,9 +33,10 @@ from ..passes.partition import PARTITIONERS, partition
 from . import portability
 from .dynamic import flatten_structured as flatten_structured_shapes
 from .dynamic import normalize as normalize_dynamic_shapes
-from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_train_run
+from .eager_paths import value_dependent_paths
+from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_eval_outputs, eager_train_run
 from .fidelity import (check_gradient_paths, check_no_aliased_constants, check_output_types,
-                       check_tangents)
+                       check_output_values, check_tangents)
 from .model_call import restored_attributes
 
 
@@ -203,6 +204,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
         # The eager probe runs where the model lives; the capture always traces on the CPU
         # (portability.py: device-neutral graphs).
         eager = _eager_probe(model, sig, flat) if train else None
+        eager_eval = _eager_probe(model, sig, flat, train=False) if inference else None
         with portability.on_cpu(model, flat) as (cpu_flat, device):
             with portability.portable_kernels(), restored_attributes(model):
                 if inference:
@@ -234,52 +236,75 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                       signature=sig, capture=backend.CAPTURE_NAME,
                                       partitioner=partitioner if train else "",
                                       metadata=metadata, example_inputs=flat, eager_train=eager,
+                                      eager_eval=eager_eval,
                                       symbols=dynamic.finish() if dynamic is not None else None,
                                       capture_device=device)
             check_no_aliased_constants(model, program.weights)
             try:
-                forward_outputs = annotate_program(program, cpu_flat)
+                inference_outputs, forward_outputs = annotate_program(program, cpu_flat)
             except Exception as e:
                 raise CaptureError(f"pt2rt.export: the graphs captured from "
                                    f"{type(model).__name__} do not run on its example inputs "
                                    f"({type(e).__name__}: {e}); the capture "
                                    f"({backend.CAPTURE_NAME}) cannot reproduce this model") from e
+            hints = value_dependent_paths(model)
+            inf = program.graph(GraphRole.Inference)
+            if eager_eval is not None and not draws_random(inf):
+                check_output_values(model, "inference graph", "eval-mode forward",
+                                    inference_outputs, eager_eval, hints)
             if eager is not None:
-                check_output_types(model, eager, program.graph(GraphRole.Forward))
-                draws = reference_draws(program.graph(GraphRole.Forward), eager,
-                                        forward_outputs, device)
+                fwd = program.graph(GraphRole.Forward)
+                check_output_types(model, eager, fwd)
+                if not draws_random(fwd):
+                    check_output_values(model, "forward graph", "training-mode forward",
+                                        forward_outputs, eager.outputs, hints)
+                draws = reference_draws(fwd, eager, forward_outputs, device)
                 if draws:
                     metadata["reference_draws"] = draws
     return program
 
 
-def _eager_probe(model: torch.nn.Module, sig: ExportSignature,
-                 flat: List[torch.Tensor]) -> EagerTrainRun:
+def _eager_probe(model: torch.nn.Module, sig: ExportSignature, flat: List[torch.Tensor],
+                 train: bool = True) -> Any:
+    """``eager_train_run`` (``train``) or ``eager_eval_outputs`` of ``model`` on ``flat``;
+    CaptureError when the user's forward raises."""
     try:
-        return eager_train_run(model, sig, flat)
+        return eager_train_run(model, sig, flat) if train else \
+            eager_eval_outputs(model, sig, flat)
     except ExportError:
         raise
     except Exception as e:  # whatever the user's forward raises
         raise CaptureError(f"pt2rt.export: {type(model).__name__}.forward failed on the "
-                           f"example inputs in training mode: {type(e).__name__}: {e}") from e
+                           f"example inputs in {'training' if train else 'eval'} mode: "
+                           f"{type(e).__name__}: {e}") from e
+
+
+def _user_outputs(outs: Dict[OutputDescriptor, Optional[torch.Tensor]]
+                  ) -> List[Optional[torch.Tensor]]:
+    return [t for d, t in sorted(((d, t) for d, t in outs.items() if d.kind is OutputKind.Plain),
+                                 key=lambda dt: dt[0].idx)]
 
 
 def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]
-                     ) -> Optional[List[Optional[torch.Tensor]]]:
+                     ) -> Tuple[Optional[List[Optional[torch.Tensor]]],
+                                Optional[List[Optional[torch.Tensor]]]]:
     """Runs every graph once on the example inputs (ones as tangents) to record value
-    metadata (``annotate.py``). The forward graph runs from the reference seed, as the eager
-    references do; its user outputs (``Plain(i)`` order) are returned (None without one)."""
+    metadata (``annotate.py``). The graphs run from the reference seed, as the eager
+    references do; the user outputs (``Plain(i)`` order) of the inference and of the forward
+    graph are returned (None for a graph the program does not have)."""
     base: Dict[InputDescriptor, torch.Tensor] = {
         w.descriptor(): w.tensor.detach() for w in program.weights}
     base.update({InputDescriptor.plain(i): x.detach() for i, x in enumerate(user_inputs)})
     trainable = {w.descriptor() for w in program.weights if w.requires_grad}
     trainable |= {InputDescriptor.plain(i) for i, x in enumerate(user_inputs) if x.requires_grad}
-    inf = program.graph(GraphRole.Inference)
+    inf, inference_outputs = program.graph(GraphRole.Inference), None
     if inf is not None:
-        annotate(inf, base)
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(REFERENCE_RNG_SEED)
+            inference_outputs = _user_outputs(annotate(inf, base))
     fwd, bwd = program.graph(GraphRole.Forward), program.graph(GraphRole.Backward)
     if fwd is None or bwd is None:
-        return None
+        return inference_outputs, None
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(REFERENCE_RNG_SEED)
         outs = annotate(fwd, base, lambda d: d in trainable)
@@ -291,8 +316,16 @@ def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]
         elif d.kind is InputKind.Tangent:
             bw_inputs[d] = torch.ones_like(outs[d.output])
     annotate(bwd, bw_inputs)
-    return [t for d, t in sorted(((d, t) for d, t in outs.items() if d.kind is OutputKind.Plain),
-                                 key=lambda dt: dt[0].idx)]
+    return inference_outputs, _user_outputs(outs)
+
+
+def draws_random(graph: Any) -> bool:
+    """Whether ``graph`` (a DescribedGraph, or None) has an op tagged
+    ``nondeterministic_seeded`` (dropout's bernoulli, rand, randn, ...)."""
+    seeded = getattr(getattr(torch, "Tag", None), "nondeterministic_seeded", None)
+    return graph is not None and seeded is not None and any(
+        seeded in getattr(n.target, "tags", ()) for n in graph.module.graph.nodes
+        if n.op == "call_function")
 
 
 def reference_draws(forward: Any, eager: EagerTrainRun,
@@ -304,11 +337,7 @@ def reference_draws(forward: Any, eager: EagerTrainRun,
     noise), so that ``export-cli verify`` checks those results by dtype, shape and finiteness
     instead (pt2rt/randomness.h). "" when the graph draws nothing or the references come from
     another device."""
-    seeded = getattr(getattr(torch, "Tag", None), "nondeterministic_seeded", None)
-    draws = seeded is not None and any(
-        seeded in getattr(n.target, "tags", ()) for n in forward.module.graph.nodes
-        if n.op == "call_function")
-    if not draws or device != "cpu" or outputs is None:
+    if not draws_random(forward) or device != "cpu" or outputs is None:
         return ""
     for got, want in zip(outputs, eager.outputs):
         if got is None or got.shape != want.shape or got.dtype != want.dtype:

@@ -45,9 +45,11 @@ from .eager_run import EagerTrainRun, eager_eval_outputs, eager_train_run
 def eager_example(model: torch.nn.Module, weights: Sequence[WeightSpec], sig: ExportSignature,
                   user_inputs: Sequence[torch.Tensor], *, train: bool, inference: bool,
                   name: str = "example0", train_run: Optional[EagerTrainRun] = None,
+                  eval_outputs: Optional[List[torch.Tensor]] = None,
                   full_references: bool = False, float64: bool = True) -> Example:
-    """The bundled Example for ``user_inputs``; see the module docstring. ``train_run``: an
-    ``eager_train_run`` already made on these inputs (it is reused, not recomputed)."""
+    """The bundled Example for ``user_inputs``; see the module docstring. ``train_run`` and
+    ``eval_outputs``: an ``eager_train_run`` and ``eager_eval_outputs`` already made on these
+    inputs (reused, not recomputed)."""
     refs = ExampleReferences()
     with torch.random.fork_rng(devices=[]):
         run, grads, sketched = None, [], set()
@@ -67,7 +69,8 @@ def eager_example(model: torch.nn.Module, weights: Sequence[WeightSpec], sig: Ex
                                        grad_sink=_Float64Grads(run, sketched))
                          if float64 else (None, None))
         if inference:
-            outs = eager_eval_outputs(model, sig, user_inputs)
+            outs = eval_outputs if eval_outputs is not None else \
+                eager_eval_outputs(model, sig, user_inputs)
             refs.outputs = [_reference(o, eval64, i) for i, o in enumerate(outs)]
         if run is not None:
             refs.train_outputs = [_reference(o, run64 and run64.outputs, i)

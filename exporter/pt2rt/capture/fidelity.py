@@ -17,10 +17,21 @@
   and shape on the example inputs (a decomposition that changes an output's shape — torch
   2.11's LSTM final states, ``decompositions.lstm_final_state_fix`` — is refused, not
   exported).
+* ``check_output_values``: the captured graph, run on the example inputs, gives eager's values
+  (the inference graph against an eval-mode forward, the forward graph against the training
+  forward): a capture that took another path than eager did (``eager_paths.py``) is refused
+  instead of exported. The bound is loose (``VALUE_RTOL``: the RMS of the difference within
+  1 % of the RMS of eager's output; integer outputs: at most 1 % of the elements differ): the
+  graphs may compute with other decompositions and kernels than eager, whose rounding (~1e-6
+  relative in float32) deep or iterative models amplify, and a near-tie (an argmax, a
+  max-pool window) may go the other way in a few elements. A different computation (a branch
+  eager took and the trace did not) moves the output by far more. ``export-cli verify`` checks
+  the archive closely afterwards.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+import math
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -120,3 +131,61 @@ def check_output_types(model: torch.nn.Module, run: EagerTrainRun,
                 f"{list(info.sizes)} in the captured graph (torch {torch.__version__}): a "
                 "decomposition changed the computation; the archive would not reproduce the "
                 "model")
+
+
+VALUE_RTOL = 1e-2   # RMS of the difference, relative to the RMS of eager's output
+VALUE_ATOL = 1e-5   # RMS of the difference allowed for outputs near 0
+VALUE_MISMATCH = 1e-2  # fraction of elements allowed to differ (integer outputs, non-finite)
+
+
+def value_difference(got: torch.Tensor, want: torch.Tensor) -> Optional[str]:
+    """None when ``got`` (the captured graph's output) is close enough to ``want`` (eager's),
+    see the module docstring; else what differs, e.g. "RMS difference 3.1e-01 against an RMS
+    of 9.2e-01"."""
+    if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
+        return (f"{want.dtype} {list(want.shape)} in eager PyTorch but {got.dtype} "
+                f"{list(got.shape)} in the captured graph")
+    got, want = got.detach().cpu(), want.detach().cpu()
+    if not want.numel():
+        return None
+    if not (want.is_floating_point() or want.is_complex()):
+        differ = int((got != want).sum())
+        return None if differ <= VALUE_MISMATCH * want.numel() else \
+            f"{differ} of {want.numel()} elements differ"
+    got, want = got.to(torch.complex128 if want.is_complex() else torch.float64), \
+        want.to(torch.complex128 if want.is_complex() else torch.float64)
+    finite = torch.isfinite(got) & torch.isfinite(want)
+    one_sided = int((torch.isfinite(got) != torch.isfinite(want)).sum())
+    if one_sided > VALUE_MISMATCH * want.numel():
+        return f"{one_sided} of {want.numel()} elements are finite in one and not the other"
+    n = int(finite.sum())
+    if not n:
+        return None
+    diff = float(torch.linalg.vector_norm(torch.where(finite, got - want, 0))) / math.sqrt(n)
+    scale = float(torch.linalg.vector_norm(torch.where(finite, want, 0))) / math.sqrt(n)
+    if diff <= VALUE_RTOL * scale + VALUE_ATOL:
+        return None
+    return f"RMS difference {diff:.1e} against an RMS of {scale:.1e}"
+
+
+def check_output_values(model: torch.nn.Module, graph: str, eager_run: str,
+                        got: Sequence[Optional[torch.Tensor]], want: Sequence[torch.Tensor],
+                        hints: Sequence[str] = ()) -> None:
+    """Raises CaptureError naming the first user output (flat index) where ``got`` (the
+    ``graph`` captured from ``model``, run on the example inputs) differs from ``want`` (eager
+    PyTorch's ``eager_run`` on the same inputs) by more than ``value_difference`` allows;
+    ``hints``: ``eager_paths.value_dependent_paths(model)``, appended as likely causes."""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g is None or not isinstance(w, torch.Tensor):
+            continue
+        what = value_difference(g, w)
+        if what is not None:
+            same_type = g.shape == w.shape and g.dtype == w.dtype
+            cause = ("; " + "; ".join(hints)) if hints else (
+                ": eager PyTorch took a path the trace did not (a branch on a tensor's values "
+                "or on whether it is traced)" if same_type else
+                ": a decomposition or a path eager did not take changed the computation")
+            raise CaptureError(
+                f"pt2rt.export: the {graph} captured from {type(model).__name__} (torch "
+                f"{torch.__version__}) does not reproduce eager PyTorch's {eager_run} on the "
+                f"example inputs: output {i} {'differs: ' if same_type else 'is '}{what}{cause}")

@@ -18,6 +18,16 @@ from the unbiased batch variance). Eval mode and modules without running stats k
 forward (momentum is not used there). ``capturable(model)`` installs these forwards on the
 model's own instances for the duration of a capture and restores them afterwards.
 
+``nn.TransformerDecoder`` / ``nn.TransformerEncoder`` (torch >= 2.0) given a mask but no
+``is_causal`` hint call ``torch.nn.modules.transformer._detect_is_causal_mask``, which compares
+the mask with a causal one (``bool((mask == causal).all())``): a data-dependent read. Its
+answer only chooses between two computations of the same attention — with it True the layers
+pass ``is_causal=True`` and ``multi_head_attention_forward`` may drop the mask for SDPA's causal
+flag, which masks the same positions (the answer is True only when the mask *is* that causal
+mask). During a capture ``capturable`` makes it answer what eager answers without looking at
+the mask: the explicit hint (``is_causal is True``), so the layers apply the mask as given.
+An ``nn.Transformer`` with ``generate_square_subsequent_mask`` as ``tgt_mask`` then exports.
+
 ``F.one_hot`` (torch 1.13 capture only; torch 2.x decomposes it with ``_assert_async`` checks):
 ATen's ``one_hot`` validates its indices with ``min().item()`` / ``max().item()`` — data-dependent
 reads make_fx cannot trace. ``one_hot_traceable`` gives the same int64 result as a row
@@ -29,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import Iterator
+from typing import Iterator, Optional
 
 import torch
 import torch.nn.functional as F
@@ -79,15 +89,29 @@ def _needs_rewrite(m: torch.nn.Module) -> bool:
         and m.track_running_stats
 
 
+def causal_hint_only(mask: Optional[torch.Tensor], is_causal: Optional[bool] = None,
+                     size: Optional[int] = None) -> bool:
+    """``_detect_is_causal_mask`` without reading the mask (module docstring): the caller's
+    hint, else False (the mask is applied as given)."""
+    return is_causal is True
+
+
 @contextlib.contextmanager
 def capturable(model: torch.nn.Module) -> Iterator[None]:
     """Runs the model's ``momentum=None`` BatchNorm modules with
-    ``cumulative_batch_norm_forward`` (see the module docstring) until exit."""
+    ``cumulative_batch_norm_forward`` and torch.nn's causal-mask detection with
+    ``causal_hint_only`` (see the module docstring) until exit."""
+    from torch.nn.modules import transformer
     patched = [m for m in model.modules() if _needs_rewrite(m) and "forward" not in vars(m)]
+    detect = getattr(transformer, "_detect_is_causal_mask", None)  # torch >= 2.0
     for m in patched:
         m.forward = types.MethodType(cumulative_batch_norm_forward, m)
+    if detect is not None:
+        transformer._detect_is_causal_mask = causal_hint_only
     try:
         yield
     finally:
         for m in patched:
             del m.forward
+        if detect is not None:
+            transformer._detect_is_causal_mask = detect

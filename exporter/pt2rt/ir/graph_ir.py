@@ -180,6 +180,7 @@ class CapturedProgram:
     example_inputs: List[torch.Tensor] = field(default_factory=list)  # flat Plain(i) inputs
     symbols: Any = None  # symbols.SymbolTable of a dynamic-shape export, else None
     eager_train: Any = None  # eager_run.EagerTrainRun on example_inputs (train exports)
+    eager_eval: Any = None  # eager_run.eager_eval_outputs on example_inputs (inference exports)
     capture_device: str = "cpu"  # device type the model and inputs were on (portability.py)
 
     def graph(self, role: GraphRole) -> Optional[DescribedGraph]:

@@ -66,6 +66,7 @@ from ...ops.rnn_ops import has_lstm, sequence_modes
 from ...ops.traceable_ops import TORCH2_OPS, TraceableOps
 from ...passes.graph_passes import drop_unused_batch_norm_stats
 from ..call_names import FailingCall
+from ..eager_paths import value_dependent_paths
 from ..forward_modes import during_forward
 from ..model_call import aliases_follow_substitution, fresh as _fresh, state_names
 from ..model_call import training_mode as _mode
@@ -181,11 +182,12 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
         if "DataDependent" in type(e).__name__:
             call = calls.call_of(e)
             inside = f", inside {call}" if call else ""
+            hints = "".join(f"; {h}" for h in value_dependent_paths(model, e.__traceback__))
             raise CaptureError(
                 f"pt2rt.export: data-dependent Python value in {type(model).__name__} ({what}"
                 f"{inside}): a traced tensor's value was read as a Python number or bool (item(), "
                 "bool()/`if tensor`, int(), float(), tolist()); static-shape capture cannot "
-                f"represent it ({type(e).__name__}: {str(e).splitlines()[0]}); at:\n"
+                f"represent it ({type(e).__name__}: {str(e).splitlines()[0]}){hints}; at:\n"
                 f"{user_stack_of(e.__traceback__)}") from e
         if type(e).__name__ == "DynamicOutputShapeException":
             op = getattr(e, "func", None)

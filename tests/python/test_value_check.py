@@ -1,0 +1,132 @@
+"""The export-time value check (``fidelity.check_output_values``): a captured graph that does not
+give eager PyTorch's values on the example inputs is refused, naming the graph, the output and
+the likely construct (``eager_paths.py``), instead of exported to run wrong. And the two
+nn.Transformer constructs behind it: the nested-tensor fast path (refused, with the remedy) and
+the causal-mask detection (``module_rewrites.causal_hint_only``: exported, matching eager)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import pt2rt
+from pt2rt.capture.fidelity import check_output_values, value_difference
+from pt2rt.errors import CaptureError
+
+
+def test_rounding_and_a_few_flipped_elements_pass():
+    torch.manual_seed(0)
+    want = torch.randn(64, 32)
+    assert value_difference(want * (1 + 1e-6), want) is None
+    near_tie = want.clone()  # three elements of 2048 where a near-tie went the other way
+    near_tie.view(-1)[:3] *= 1.1
+    assert value_difference(near_tie, want) is None
+    assert value_difference(torch.zeros(4), torch.full((4,), 1e-7)) is None  # near 0: atol
+
+
+def test_a_different_computation_is_reported():
+    torch.manual_seed(0)
+    want = torch.randn(8, 16)
+    got = want.clone()
+    got[:, 12:] = 0  # padded positions zeroed: a quarter of the output
+    assert "RMS difference" in value_difference(got, want)
+    assert "elements differ" in value_difference(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4]))
+    assert "finite in one" in value_difference(torch.full((4,), float("nan")), torch.ones(4))
+    assert value_difference(torch.ones(2, 3), torch.ones(3, 2)) == \
+        "torch.float32 [3, 2] in eager PyTorch but torch.float32 [2, 3] in the captured graph"
+    both_nan = torch.tensor([float("nan"), 1.0])
+    assert value_difference(both_nan.clone(), both_nan) is None
+
+
+def test_refusal_names_graph_output_and_cause():
+    model = nn.Linear(2, 2)
+    want = [torch.ones(3), torch.ones(2)]
+    check_output_values(model, "inference graph", "eval-mode forward", [want[0], None], want)
+    with pytest.raises(CaptureError, match=r"inference graph captured from Linear .* eval-mode "
+                                           r"forward .* output 1 differs: .*a path the trace "
+                                           r"did not"):
+        check_output_values(model, "inference graph", "eval-mode forward",
+                            [want[0], torch.zeros(2)], want)
+    with pytest.raises(CaptureError, match="output 0 differs: .*; the hint"):
+        check_output_values(model, "forward graph", "training-mode forward", [torch.zeros(3)],
+                            want, ["the hint"])
+
+
+CALLS = [0]  # outside the model: the capture cannot restore it as it restores attributes
+
+
+class CallCounter(nn.Module):
+    """Scales by how often forward ran in this process: Python state outside the model, which
+    a graph freezes at its trace's value while eager's run saw another."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        CALLS[0] += 1
+        return self.fc(x) * CALLS[0]
+
+
+def test_a_forward_graph_that_differs_from_eager_is_refused():
+    with pytest.raises(CaptureError, match="forward graph captured from CallCounter .* "
+                                           "training-mode forward .* output 0"):
+        pt2rt.export(CallCounter(), (torch.randn(2, 4),), inference=False)
+
+
+def _encoder(nested: bool):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested)
+    pad = torch.tensor([[False] * 5 + [True] * 2, [False] * 7])  # left-aligned
+    return encoder, (torch.randn(2, 7, 16),), {"src_key_padding_mask": pad}
+
+
+def test_nested_tensor_fast_path_is_refused_with_the_remedy():
+    model, args, kwargs = _encoder(True)
+    model.eval()
+    with torch.no_grad():  # eager's eval mode zeroes the padded positions
+        assert model(*args, **kwargs)[0, 5:].abs().max() == 0
+    with pytest.raises(CaptureError, match="nn.TransformerEncoder .*nested tensor.*"
+                                           "enable_nested_tensor=False"):
+        pt2rt.export(model, args, kwargs)
+
+
+def _loaded(model, args, kwargs, path):
+    pt2rt.export(model, args, kwargs).save(str(path))
+    return pt2rt.load(str(path)).module()
+
+
+def test_encoder_without_nested_tensors_matches_eager(tmp_path):
+    model, args, kwargs = _encoder(False)
+    loaded = _loaded(model, args, kwargs, tmp_path / "encoder.pt2")
+    model.eval()
+    with torch.no_grad():
+        want = model(*args, **kwargs)
+    got = loaded.eval()(*args, **kwargs)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+class Seq2Seq(nn.Module):
+    """nn.Transformer with a causal target mask (no is_causal hint): torch >= 2.0's decoder
+    compares the mask with a causal one, a data-dependent read."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = nn.Transformer(16, 2, 1, 1, 32, dropout=0.0, batch_first=True)
+
+    def forward(self, src, tgt):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        return self.t(src, tgt, tgt_mask=mask)
+
+
+def test_transformer_with_causal_mask_exports_and_matches_eager(tmp_path):
+    torch.manual_seed(0)
+    model, args = Seq2Seq(), (torch.randn(2, 6, 16), torch.randn(2, 5, 16))
+    loaded = _loaded(model, args, {}, tmp_path / "seq2seq.pt2")
+    for train in (False, True):
+        model.train(train)
+        with torch.no_grad():
+            want = model(*args)
+        got = loaded.train(train)(*args).detach()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
