@@ -123,16 +123,7 @@ LSTMS = {
 }
 
 
-# lane 2: a multi-layer LSTM's inter-layer dropout masks differ from eager torch 2.14's for the
-# same seed, in the static export too (not a dynamic-shape matter); lane 1.13 draws eager's
-LANE2_OTHER_MASKS = {"two_layers_dropout"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.skipif(TORCH2 and n in LANE2_OTHER_MASKS,
-                                             reason="lane 2: other LSTM dropout masks than "
-                                                    "eager's, static export too"))
-    for n in sorted(LSTMS)])
+@pytest.mark.parametrize("name", sorted(LSTMS))
 def test_lstm_dynamic_batch_parity(tmp_path, name):
     kw = LSTMS[name]
     batch_first = kw.get("batch_first", False)

@@ -10,6 +10,7 @@ import torch
 
 import pt2rt
 from pt2rt.ops import rnn_ops
+from pt2rt.ir.graph_ir import GraphRole
 
 SEQ = pt2rt.Dim("seq", min=2, max=12)
 BATCH = pt2rt.Dim("batch", min=1, max=8)
@@ -135,8 +136,7 @@ def test_dynamic_length_is_one_node_and_trains_like_eager(tmp_path):
 def test_static_exports_are_one_node_on_both_lanes(tmp_path):
     """A static LSTM is one pt2rt::lstm node (the runtime runs it as one fused kernel, cuDNN's
     on CUDA) and trains like eager, on torch 2 and on torch 1.13 (whose real-tensor trace runs
-    the backward kernel's recomputation below autograd: rnn_ops.autograd_dispatch); where one
-    node cannot reproduce eager (dropout between layers in training mode) it stays unrolled."""
+    the backward kernel's recomputation below autograd: rnn_ops.autograd_dispatch)."""
     model = Tagger()
     x = torch.randn(2, 6, 8)
     static = pt2rt.export(model, (x,), bundle_examples=False)
@@ -152,12 +152,60 @@ def test_static_exports_are_one_node_on_both_lanes(tmp_path):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
     for n, p in eager.named_parameters():
         torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
-    dropout = Tagger(dropout=0.5)  # training graph unrolled (the inference graph has no dropout)
-    unrolled = pt2rt.export(dropout, (x,), bundle_examples=False)
-    assert "pt2rt::lstm_backward" not in _ops(unrolled)
+
+
+
+def test_dropout_between_layers_is_drawn_between_one_node_layers(tmp_path):
+    """Dropout between layers in training mode (rnn_layers.py): one pt2rt::lstm node per layer
+    and the dropout between them, drawing eager's masks — torch 2's own decomposition of
+    torch.lstm loses that dropout (the graph trained without it before)."""
+    model, x = Tagger(dropout=0.5), torch.randn(2, 6, 8)
+    exported = pt2rt.export(model, (x,), bundle_examples=False)
+    forward = exported.captured.graph(GraphRole.Forward).module.graph
+    lstms = [n for n in forward.nodes if "pt2rt.lstm" in str(n.target)]
+    drops = [n for n in forward.nodes if "dropout" in str(n.target) or "bernoulli" in str(n.target)]
+    assert len(lstms) == 2 and drops
+    path = str(tmp_path / "dropout.pt2")
+    exported.save(path)
+    eager = copy.deepcopy(model).train()
+    torch.manual_seed(3)
+    outs = eager(x)
+    gs = [torch.randn_like(o) for o in outs]
+    torch.autograd.backward(outs, gs)
+    torch.manual_seed(3)
+    step = pt2rt.load(path).train_step(x, grad_outputs=gs)
+    for got, want in zip(step.outputs, outs):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+    for n, p in eager.named_parameters():
+        torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
 
 
 def test_projections_with_a_dynamic_length_are_refused_by_name():
     with pytest.raises(pt2rt.ExportError, match="proj_size"):
         pt2rt.export(Tagger(proj_size=4), (torch.randn(2, 6, 8),),
                      dynamic_shapes=({1: SEQ},), bundle_examples=False)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_dropout_between_layers_with_a_dynamic_length_trains_like_eager(tmp_path, kind):
+    """Dynamic sequence length and dropout between layers in training: one node per layer
+    (dropout 0, so the recomputing backward draws nothing) and the dropout between them."""
+    torch.manual_seed(0)
+    model = getattr(torch.nn, kind)(5, 6, num_layers=2, dropout=0.4, batch_first=True)
+    path = str(tmp_path / "rnn.pt2")
+    pt2rt.export(model, (torch.randn(2, 7, 5),), dynamic_shapes=({1: SEQ},)).save(path)
+    loaded = pt2rt.load(path)
+    for length in (3, 11):
+        x = torch.randn(2, length, 5)
+        eager = copy.deepcopy(model).train()
+        torch.manual_seed(5)
+        y, state = eager(x)
+        outs = [y, *(state if kind == "LSTM" else (state,))]
+        gs = [torch.randn_like(o) for o in outs]
+        torch.autograd.backward(outs, gs)
+        torch.manual_seed(5)
+        step = loaded.train_step(x, grad_outputs=gs)
+        for got, want in zip(step.outputs, outs):
+            torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+        for n, p in eager.named_parameters():
+            torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)

@@ -13,7 +13,10 @@ the unrolled cells, which specialises the sequence length. When a dynamic-shape 
 differentiates with ``grad`` (see ``lstm``). A static-shape call becomes the one node too
 (``SequenceOps(static=True)``, on both torch versions), unless it has dropout between layers in
 training mode or projections: the runtime then runs it as one fused kernel — cuDNN's on CUDA,
-as eager nn.LSTM does (runtime/kernels/cudnn_rnn.h) — instead of T unrolled cells.
+as eager nn.LSTM does (runtime/kernels/cudnn_rnn.h) — instead of T unrolled cells. A call with
+dropout between layers in training mode is first split into one call per layer with
+``torch.dropout`` between them (``rnn_layers.py``; torch 2's own decomposition loses that
+dropout), each layer then one node.
 
 Schemas (identical in the C++ runtime, runtime/kernels/native_ops.cpp)::
 
@@ -35,9 +38,8 @@ RECOMPUTES the forward with ATen's own ``lstm`` under autograd and differentiate
 ``torch.utils.checkpoint``), so the same ATen kernels run in the same order as in eager. An
 undefined (None) incoming gradient counts as zeros.
 
-Refused (``ExportError`` naming the construct), because a recomputation cannot reproduce it or
-the op does not express it: dropout between layers in training mode (the recomputation would
-draw new masks), ``proj_size`` (LSTM with projections), packed sequences.
+Refused (``ExportError`` naming the construct), because the op does not express it:
+``proj_size`` (LSTM with projections) with a dynamic sequence length, packed sequences.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ import torch
 
 from ..errors import ExportError
 from ..ir.symbols import is_symint
+from .rnn_layers import has_layer_dropout, layer_by_layer
 
 NAMESPACE = "pt2rt"
 LSTM_SCHEMA = ("lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, "
@@ -452,6 +455,10 @@ class SequenceOps(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _input_overload(func, args, kwargs) and has_layer_dropout(args) \
+                and (self.static or _any_symbolic(args[0])):
+            # one layer at a time, dropout between (rnn_layers.py); each layer comes back here
+            return layer_by_layer(lambda *a: self.__torch_function__(func, types, a), args)
         if func is torch.lstm and not kwargs and len(args) == 9 \
                 and not isinstance(args[1], torch.Tensor):
             if _time_dim_is_symbolic(args[0], args[8]):
@@ -474,6 +481,16 @@ class SequenceOps(torch.overrides.TorchFunctionMode):
                     and _fits_one_op(args):
                 return single_state(kind, *args)
         return func(*args, **kwargs)
+
+
+def _input_overload(func: Any, args: Sequence[Any], kwargs: dict) -> bool:
+    """Whether this is a ``torch.lstm`` / ``gru`` / ``rnn_*`` call of the ``.input`` overload
+    (a padded tensor, not a packed sequence's ``.data``)."""
+    if kwargs or len(args) != 9 or not isinstance(args[0], torch.Tensor):
+        return False
+    if func is torch.lstm:
+        return isinstance(args[1], (list, tuple))
+    return func in _SINGLE_STATE_FUNCTIONS and isinstance(args[2], (list, tuple))
 
 
 def _any_symbolic(input: Any) -> bool:
