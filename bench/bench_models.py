@@ -184,13 +184,15 @@ def _warm_up(work: Path) -> None:
 
 def prepare(name: str, work_dir: str, options_json: str) -> str:
     """Builds the artifacts of ``name`` in ``work_dir``; see the module docstring.
-    ``options_json``: {"export_reps": int, "clock": "cpu"|"wall", "artifacts": [kinds]} with
-    kinds among "pt2", "min_cut", "fold", "ts"."""
+    ``options_json``: {"export_reps": int, "clock": "cpu"|"wall", "artifacts": [kinds],
+    "export_kwargs": {...}} with kinds among "pt2", "min_cut", "fold", "ts"; ``export_kwargs``:
+    keyword arguments of the default export's ``pt2rt.export`` call (none by default)."""
     global _clock
     opts = json.loads(options_json)
     reps = int(opts.get("export_reps", 1))
     _clock = time.thread_time if opts.get("clock") == "cpu" else time.perf_counter
     kinds = set(opts.get("artifacts", ["pt2", "min_cut", "fold", "ts"]))
+    export_kwargs = dict(opts.get("export_kwargs", {}))
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     _warm_up(work)
@@ -214,7 +216,8 @@ def prepare(name: str, work_dir: str, options_json: str) -> str:
         if reuse and os.path.exists(path):
             out["pt2"] = path
             return
-        out["export_s"] = _min_time(model, lambda m: pt2rt.export(m, args).save(path), reps)
+        out["export_s"] = _min_time(
+            model, lambda m: pt2rt.export(m, args, **export_kwargs).save(path), reps)
         out["pt2"] = path
 
     def export_min_cut():

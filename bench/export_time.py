@@ -6,6 +6,7 @@ eval-mode trace + save, on this thread's CPU time, 1 intra-op thread), without t
 
     PYTHONPATH=exporter /usr/bin/python3 bench/export_time.py                  # resnet18 1x and 8x
     PYTHONPATH=exporter /usr/bin/python3 bench/export_time.py --models mlp_b32 --rounds 5
+    PYTHONPATH=exporter /usr/bin/python3 bench/export_time.py --export-kwargs '{"inference": false}'
     scripts/torch2-root.sh run python3 bench/export_time.py                    # lane 2
 
 Each round exports every model once, then traces and saves it once (interleaved). Round 0 is
@@ -73,13 +74,25 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     ap.add_argument("--work-dir", default=None, help="where the artifacts go (default: a temp dir)")
+    ap.add_argument("--export-kwargs", default="{}", metavar="JSON",
+                    help="keyword arguments of pt2rt.export as a JSON object, e.g. "
+                         "'{\"bundle_examples\": false, \"inference\": false}' (default: none)")
     a = ap.parse_args()
+    try:
+        export_kwargs = json.loads(a.export_kwargs)
+    except json.JSONDecodeError as e:
+        sys.exit(f"export_time.py: --export-kwargs is not JSON ({e}); e.g. "
+                 "'{\"bundle_examples\": false}'")
+    if not isinstance(export_kwargs, dict):
+        sys.exit("export_time.py: --export-kwargs must be a JSON object, e.g. "
+                 "'{\"bundle_examples\": false}'")
     torch.set_num_threads(1)
     names = [n for n in a.models.split(",") if n]
     times = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         work = a.work_dir or tmp
-        opts = json.dumps({"export_reps": 1, "clock": a.clock, "artifacts": ["pt2", "ts"]})
+        opts = json.dumps({"export_reps": 1, "clock": a.clock, "artifacts": ["pt2", "ts"],
+                           "export_kwargs": export_kwargs})
         for r in range(a.rounds):
             for n in names:
                 out = json.loads(bench_models.prepare(n, work, opts))
