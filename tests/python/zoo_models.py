@@ -216,6 +216,21 @@ class Conv1dPool(nn.Module):
         return self.head(h)
 
 
+class PreluConv(nn.Module):
+    """Conv2d and ``nn.PReLU`` with one slope per channel, a shared-slope ``nn.PReLU`` and a
+    linear head (torch 2's ``_prelu_kernel``, which LibTorch 1.13 lacks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.act = nn.PReLU(4, init=0.2)
+        self.fc = nn.Linear(4 * 5 * 5, 3)
+        self.act2 = nn.PReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act2(self.fc(self.act(self.conv(x)).flatten(1)))
+
+
 class LstmCellLoop(nn.Module):
     """``nn.LSTMCell`` unrolled over time in Python (RNNCellBase: weights read directly)."""
 
@@ -399,6 +414,11 @@ def spectral():
 
 
 @_seeded
+def prelu_conv():
+    return PreluConv(), (torch.randn(2, 2, 5, 5),)
+
+
+@_seeded
 def embedding_max_norm():
     return EmbeddingMaxNorm(), (torch.tensor([[1, 5, 10, 2], [0, 3, 3, 7]]),)
 
@@ -407,4 +427,4 @@ ZOO = {f.__name__[len("build_"):]: f for f in (
     lstm, lstm_bidir_2layer, lstm_state, gru, gru_bidir, rnn_relu, checkpointed, tied_lm,
     shared_twice, in_place, user_buffers, dict_list_out, aliasing_out, float64,
     loss_in_forward, label_smoothed_loss, frozen_subset, conv1d_pool, lstm_cell, param_output, complex_layer,
-    spectral, embedding_max_norm)}
+    spectral, embedding_max_norm, prelu_conv)}

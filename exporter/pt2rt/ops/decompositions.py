@@ -214,9 +214,24 @@ def linalg_checks_as_asserts() -> Iterator[None]:
         register(op.default, prior)
 
 
+def _prelu_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
+    """torch._decomp's own decompositions of ``_prelu_kernel`` and its backward (``where`` and
+    ``mul``; torch >= 2.0 calls them for ``nn.PReLU``, and LibTorch 1.13 has neither): a
+    lane-2 PReLU archive then runs on LibTorch 1.13 too. Empty on a torch without them. (The
+    other way round, torch 1.13's ``prelu_backward`` is not in LibTorch 2.x; 1.13's own
+    decomposition of it emits ``prims`` ops, which no LibTorch runs, so lane 1.13 keeps it.)"""
+    ops = [getattr(aten, n, None) for n in ("_prelu_kernel", "_prelu_kernel_backward")]
+    if any(op is None for op in ops):
+        return {}
+    from torch._decomp import get_decompositions
+    table = get_decompositions(ops)
+    return table if len(table) == len(ops) else {}
+
+
 def portable_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     """The decomposition table capture_torch2 applies before the caller's (see above)."""
-    return {aten._native_batch_norm_legit_functional.default: _legit_functional,
+    return {**_prelu_decompositions(),
+            aten._native_batch_norm_legit_functional.default: _legit_functional,
             aten._native_batch_norm_legit_no_training.default: _legit_no_training,
             aten._native_batch_norm_legit.no_stats: _legit_no_stats,
             aten._unsafe_index.Tensor: _index_checked,

@@ -14,12 +14,14 @@ struct Expectation {
 };
 
 // torch 2.x dropped the `.vec` overload of upsample_nearest2d's backward that torch 1.13
-// traces to. (Attention from torch 2.x crosses: the exporter captures it on its math path,
+// traces to, and PReLU's `prelu_backward` (torch 2.x calls `_prelu_kernel_backward`, which the
+// lane-2 capture writes as `where` and `mul`). (Attention from torch 2.x crosses: the exporter captures it on its math path,
 // with `_safe_softmax` written in ops LibTorch 1.13 has — exporter/README.md "Portable
 // archives".)
 const std::vector<Expectation>& table() {
   static const std::vector<Expectation> t = {
       {"upsample", 1, 2, {"aten::upsample_nearest2d_backward.vec"}},
+      {"prelu_conv", 1, 2, {"aten::prelu_backward"}},
   };
   return t;
 }
