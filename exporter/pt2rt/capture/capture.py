@@ -163,7 +163,8 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     Raises:
         ExportTypeError: ``model`` is not a Module; ``args`` not a tuple/list of tensors.
         ExportError: nothing to export, unknown partitioner, bad signature.
-        CaptureError: the model cannot be traced.
+        CaptureError: the model cannot be traced, or its graphs do not give eager PyTorch's
+            dtypes, shapes or values on the example inputs (``fidelity.py``).
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportTypeError(f"pt2rt.export: model must be a torch.nn.Module, got "
