@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+import torch.utils.checkpoint
 
 import pt2rt
 from pt2rt.capture.fidelity import check_output_values, value_difference
@@ -130,3 +131,71 @@ def test_transformer_with_causal_mask_exports_and_matches_eager(tmp_path):
             want = model(*args)
         got = loaded.train(train)(*args).detach()
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+class CheckpointedBatchNorm(nn.Module):
+    """BatchNorm inside a checkpointed block: eager updates its running statistics again when
+    the backward recomputes the block."""
+
+    def __init__(self, reentrant=False):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 3, 1)  # the checkpointed block's input requires grad
+        self.block = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+        self.head = nn.Linear(4, 2)
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        h = torch.utils.checkpoint.checkpoint(self.block, self.stem(x),
+                                              use_reentrant=self.reentrant)
+        return self.head(h.mean((2, 3)))
+
+
+def test_buffers_eager_updates_twice_are_refused_where_the_graphs_update_once(tmp_path):
+    model, args = CheckpointedBatchNorm(), (torch.randn(2, 3, 6, 6),)
+    if int(torch.__version__.split(".")[0]) >= 2:  # AOTAutograd records the update once
+        with pytest.raises(CaptureError, match=r"buffer 'block\.1\.running_mean' of "
+                                               r"BatchNorm2d 'block\.1' .*"
+                                               r"torch\.utils\.checkpoint"):
+            pt2rt.export(model, args)
+        return
+    # torch 1.13's trace runs the recomputation too: the graphs update twice, as eager does
+    pt2rt.export(model, args).save(str(tmp_path / "m.pt2"))
+    loaded = pt2rt.load(str(tmp_path / "m.pt2")).module().train()
+    loaded(*args)
+    assert int(loaded.get_buffer("block.1.num_batches_tracked")) == 2
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2, reason="torch 1.13's capture")
+def test_reentrant_checkpoint_is_named_on_torch_1_13():
+    with pytest.raises(CaptureError, match="use_reentrant=False"):
+        pt2rt.export(CheckpointedBatchNorm(reentrant=True), (torch.randn(2, 3, 6, 6),))
+
+
+class AuxInTraining(nn.Module):
+    """Returns auxiliary logits in training mode only, as torchvision's GoogLeNet does."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.aux = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return (self.fc(x), self.aux(x)) if self.training else self.fc(x)
+
+
+def test_other_output_structures_in_train_and_eval_are_refused_and_export_separately():
+    args = (torch.randn(2, 4),)
+    with pytest.raises(pt2rt.ExportError, match="returns a tuple of 2 tensors in training mode "
+                                                "but a tensor in eval mode.*inference=False"):
+        pt2rt.export(AuxInTraining(), args)
+    assert len(pt2rt.export(AuxInTraining(), args, inference=False).captured.graphs) == 2
+    assert len(pt2rt.export(AuxInTraining(), args, train=False).captured.graphs) == 1
+
+
+def test_lazy_module_is_refused_until_called():
+    model = nn.Sequential(nn.LazyLinear(3))
+    with pytest.raises(pt2rt.ExportError, match=r"'0\.weight' of LazyLinear is uninitialized.*"
+                                                r"call the model once"):
+        pt2rt.export(model, (torch.randn(2, 5),))
+    model(torch.randn(2, 5))
+    pt2rt.export(model, (torch.randn(2, 5),))

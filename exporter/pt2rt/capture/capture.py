@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import types
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -35,8 +36,9 @@ from .dynamic import flatten_structured as flatten_structured_shapes
 from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_paths import value_dependent_paths
 from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_eval_outputs, eager_train_run
-from .fidelity import (check_gradient_paths, check_no_aliased_constants, check_output_types,
-                       check_output_values, check_tangents)
+from .fidelity import (check_buffer_values, check_gradient_paths, check_no_aliased_constants,
+                       check_output_types, check_output_values, check_same_structure,
+                       check_tangents)
 from .model_call import restored_attributes
 
 
@@ -91,7 +93,21 @@ def check_decompositions(decompositions: Any) -> Optional[Dict[Any, Callable]]:
 
 def collect_weights(model: torch.nn.Module) -> List[WeightSpec]:
     """Parameters (``named_parameters()`` order, frozen ones included), then buffers
-    (``named_buffers()`` order, non-persistent ones flagged)."""
+    (``named_buffers()`` order, non-persistent ones flagged).
+
+    Raises:
+        ExportError: a parameter or buffer is still uninitialized (a lazy module such as
+            ``nn.LazyLinear`` before its first call: ``torch.nn.parameter.is_lazy``).
+    """
+    from torch.nn.parameter import is_lazy
+    for fqn, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if is_lazy(t):
+            path = fqn.rpartition(".")[0]
+            owner = type(model.get_submodule(path) if path else model).__name__
+            raise ExportError(
+                f"pt2rt.export: {fqn!r} of {owner} is uninitialized (a lazy module, whose "
+                "shapes the first call fixes); call the model once on an example input, "
+                "model(*args), before exporting it")
     weights = [WeightSpec(fqn, WeightKind.Parameter, p, True, p.requires_grad)
                for fqn, p in model.named_parameters()]
     non_persistent = set()
@@ -206,6 +222,9 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
         # (portability.py: device-neutral graphs).
         eager = _eager_probe(model, sig, flat) if train else None
         eager_eval = _eager_probe(model, sig, flat, train=False) if inference else None
+        if eager is not None and eager_eval is not None:
+            check_same_structure(model, eager.out_spec, eager_eval[1])
+        eager_eval = eager_eval[0] if eager_eval is not None else None
         with portability.on_cpu(model, flat) as (cpu_flat, device):
             with portability.portable_kernels(), restored_attributes(model):
                 if inference:
@@ -242,7 +261,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                       capture_device=device)
             check_no_aliased_constants(model, program.weights)
             try:
-                inference_outputs, forward_outputs = annotate_program(program, cpu_flat)
+                run = annotate_program(program, cpu_flat)
             except Exception as e:
                 raise CaptureError(f"pt2rt.export: the graphs captured from "
                                    f"{type(model).__name__} do not run on its example inputs "
@@ -252,14 +271,16 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
             inf = program.graph(GraphRole.Inference)
             if eager_eval is not None and not draws_random(inf):
                 check_output_values(model, "inference graph", "eval-mode forward",
-                                    inference_outputs, eager_eval, hints)
+                                    run.inference_outputs, eager_eval, hints)
             if eager is not None:
                 fwd = program.graph(GraphRole.Forward)
                 check_output_types(model, eager, fwd)
+                draws = reference_draws(fwd, eager, run.forward_outputs, device)
                 if not draws_random(fwd):
                     check_output_values(model, "forward graph", "training-mode forward",
-                                        forward_outputs, eager.outputs, hints)
-                draws = reference_draws(fwd, eager, forward_outputs, device)
+                                        run.forward_outputs, eager.outputs, hints)
+                if not draws_random(fwd) or draws == "replayed":
+                    check_buffer_values(model, run.buffers, eager.buffers)
                 if draws:
                     metadata["reference_draws"] = draws
     return program
@@ -267,11 +288,11 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
 
 def _eager_probe(model: torch.nn.Module, sig: ExportSignature, flat: List[torch.Tensor],
                  train: bool = True) -> Any:
-    """``eager_train_run`` (``train``) or ``eager_eval_outputs`` of ``model`` on ``flat``;
-    CaptureError when the user's forward raises."""
+    """``eager_train_run`` (``train``) or ``eager_eval_outputs`` (outputs, out_spec) of
+    ``model`` on ``flat``; CaptureError when the user's forward raises."""
     try:
         return eager_train_run(model, sig, flat) if train else \
-            eager_eval_outputs(model, sig, flat)
+            eager_eval_outputs(model, sig, flat, with_spec=True)
     except ExportError:
         raise
     except Exception as e:  # whatever the user's forward raises
@@ -286,13 +307,22 @@ def _user_outputs(outs: Dict[OutputDescriptor, Optional[torch.Tensor]]
                                  key=lambda dt: dt[0].idx)]
 
 
-def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]
-                     ) -> Tuple[Optional[List[Optional[torch.Tensor]]],
-                                Optional[List[Optional[torch.Tensor]]]]:
+@dataclass
+class AnnotatedRun:
+    """What ``annotate_program``'s run of the graphs gave: the user outputs (``Plain(i)``
+    order) of the inference and of the forward graph (None for a graph the program does not
+    have), and every buffer's value after the forward graph (its ``InputMutation`` output, or
+    the buffer as it was; empty without a forward graph)."""
+
+    inference_outputs: Optional[List[Optional[torch.Tensor]]] = None
+    forward_outputs: Optional[List[Optional[torch.Tensor]]] = None
+    buffers: Dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) -> AnnotatedRun:
     """Runs every graph once on the example inputs (ones as tangents) to record value
     metadata (``annotate.py``). The graphs run from the reference seed, as the eager
-    references do; the user outputs (``Plain(i)`` order) of the inference and of the forward
-    graph are returned (None for a graph the program does not have)."""
+    references do; returns their results (``AnnotatedRun``)."""
     base: Dict[InputDescriptor, torch.Tensor] = {
         w.descriptor(): w.tensor.detach() for w in program.weights}
     base.update({InputDescriptor.plain(i): x.detach() for i, x in enumerate(user_inputs)})
@@ -305,7 +335,7 @@ def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]
             inference_outputs = _user_outputs(annotate(inf, base))
     fwd, bwd = program.graph(GraphRole.Forward), program.graph(GraphRole.Backward)
     if fwd is None or bwd is None:
-        return inference_outputs, None
+        return AnnotatedRun(inference_outputs)
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(REFERENCE_RNG_SEED)
         outs = annotate(fwd, base, lambda d: d in trainable)
@@ -317,7 +347,11 @@ def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]
         elif d.kind is InputKind.Tangent:
             bw_inputs[d] = torch.ones_like(outs[d.output])
     annotate(bwd, bw_inputs)
-    return inference_outputs, _user_outputs(outs)
+    buffers = {w.fqn: w.tensor for w in program.weights if w.kind is WeightKind.Buffer}
+    buffers.update({d.of.fqn: t for d, t in outs.items()
+                    if d.kind is OutputKind.InputMutation and d.of.kind is InputKind.Buffer
+                    and t is not None})
+    return AnnotatedRun(inference_outputs, _user_outputs(outs), buffers)
 
 
 def draws_random(graph: Any) -> bool:

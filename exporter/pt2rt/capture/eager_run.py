@@ -212,10 +212,11 @@ def _sinking_grads(m: torch.nn.Module, sink: Optional[GradSink],
 
 def eager_eval_outputs(model: torch.nn.Module, sig: ExportSignature,
                        user_inputs: Sequence[torch.Tensor],
-                       dtype: Optional[torch.dtype] = None) -> List[torch.Tensor]:
-    """Eval-mode outputs under ``torch.no_grad()`` of a copy of ``model`` (``dtype``: as for
-    ``eager_train_run``)."""
+                       dtype: Optional[torch.dtype] = None, with_spec: bool = False) -> Any:
+    """Eval-mode outputs (flat) under ``torch.no_grad()`` of a copy of ``model`` (``dtype``:
+    as for ``eager_train_run``); with ``with_spec``, ``(outputs, out_spec)``, the pytree spec
+    of forward()'s return value."""
     args, kwargs = sig.split(_inputs(user_inputs, dtype, False))
     with _copy(model, dtype) as m, _seeded(), training_mode(m, False), torch.no_grad():
-        outs, _ = flat_outputs(m(*args, **kwargs), "forward()")
-    return outs
+        outs, spec = flat_outputs(m(*args, **kwargs), "forward()")
+    return (outs, spec) if with_spec else outs

@@ -17,16 +17,21 @@
   and shape on the example inputs (a decomposition that changes an output's shape — torch
   2.11's LSTM final states, ``decompositions.lstm_final_state_fix`` — is refused, not
   exported).
+* ``check_same_structure``: forward() returns the same structure (pytree spec) in training
+  and in eval mode — an archive has one (``Program.output_names``); torchvision's GoogLeNet
+  and Inception3 return their auxiliary logits in training only.
 * ``check_output_values``: the captured graph, run on the example inputs, gives eager's values
   (the inference graph against an eval-mode forward, the forward graph against the training
-  forward): a capture that took another path than eager did (``eager_paths.py``) is refused
-  instead of exported. The bound is loose (``VALUE_RTOL``: the RMS of the difference within
-  1 % of the RMS of eager's output; integer outputs: at most 1 % of the elements differ): the
-  graphs may compute with other decompositions and kernels than eager, whose rounding (~1e-6
-  relative in float32) deep or iterative models amplify, and a near-tie (an argmax, a
-  max-pool window) may go the other way in a few elements. A different computation (a branch
-  eager took and the trace did not) moves the output by far more. ``export-cli verify`` checks
-  the archive closely afterwards.
+  forward); ``check_buffer_values`` the same for every buffer after the training step (eager
+  updates BatchNorm statistics a second time when the backward recomputes a checkpointed
+  region; AOTAutograd's graphs once). A capture that took another path than eager did
+  (``eager_paths.py``) is refused instead of exported. The bound is loose (``VALUE_RTOL``:
+  the RMS of the difference within 1 % of the RMS of eager's output; integer outputs: at most
+  1 % of the elements differ): the graphs may compute with other decompositions and kernels
+  than eager, whose rounding (~1e-6 relative in float32) deep or iterative models amplify,
+  and a near-tie (an argmax, a max-pool window) may go the other way in a few elements. A
+  different computation (a branch eager took and the trace did not) moves the output by far
+  more. ``export-cli verify`` checks the archive closely afterwards.
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from ..errors import CaptureError
+from ..errors import CaptureError, ExportError
 from ..ir.descriptors import InputDescriptor, InputKind, OutputKind
 from ..ir.graph_ir import DescribedGraph, WeightKind, WeightSpec
 from ..passes.annotate import META_KEY
@@ -189,3 +194,49 @@ def check_output_values(model: torch.nn.Module, graph: str, eager_run: str,
                 f"pt2rt.export: the {graph} captured from {type(model).__name__} (torch "
                 f"{torch.__version__}) does not reproduce eager PyTorch's {eager_run} on the "
                 f"example inputs: output {i} {'differs: ' if same_type else 'is '}{what}{cause}")
+
+
+def check_buffer_values(model: torch.nn.Module, got: Dict[str, torch.Tensor],
+                        want: Dict[str, torch.Tensor]) -> None:
+    """Raises CaptureError naming the first buffer (FQN, module) whose value after the
+    captured forward graph (``got``) differs from its value after eager PyTorch's training
+    step (``want``: forward and backward, ``eager_run.EagerTrainRun.buffers``) by more than
+    ``value_difference`` allows. The likely cause is named: a buffer-updating module
+    (BatchNorm) inside ``torch.utils.checkpoint``, which eager updates again when the backward
+    recomputes the checkpointed region, where the captured graphs update it once."""
+    for fqn, w in want.items():
+        g = got.get(fqn)
+        if g is None or not isinstance(w, torch.Tensor):
+            continue
+        what = value_difference(g, w)
+        if what is not None:
+            raise CaptureError(
+                f"pt2rt.export: buffer {fqn!r} of {_module_of(model, fqn)} after the captured "
+                f"forward graph differs from its value after eager PyTorch's training step on "
+                f"the example inputs (torch {torch.__version__}): {what}. Eager updated it "
+                "where the graphs do not — e.g. BatchNorm inside torch.utils.checkpoint, whose "
+                "running statistics eager updates again when the backward recomputes the "
+                "checkpointed region (torchvision's DenseNet with memory_efficient=True); keep "
+                "buffer-updating modules out of checkpointed regions to export")
+
+
+def _describe(spec: object) -> str:
+    kind = getattr(spec, "type", None)
+    if kind is None:
+        return "a tensor"
+    context = getattr(spec, "context", None)
+    name = context.__name__ if isinstance(context, type) else kind.__name__  # namedtuple class
+    return f"a {name} of {getattr(spec, 'num_leaves', '?')} tensors"
+
+
+def check_same_structure(model: torch.nn.Module, train_spec: object, eval_spec: object) -> None:
+    """Raises ExportError when forward()'s return value has another pytree structure in
+    training mode (``train_spec``) than in eval mode (``eval_spec``), naming both and the
+    remedy: export each mode on its own (``train=False`` / ``inference=False``)."""
+    if train_spec is None or eval_spec is None or train_spec == eval_spec:
+        return
+    raise ExportError(
+        f"pt2rt.export: {type(model).__name__}.forward returns {_describe(train_spec)} in "
+        f"training mode but {_describe(eval_spec)} in eval mode; an archive has one output "
+        "structure: export the two modes as two archives, pt2rt.export(..., inference=False) "
+        "for training and pt2rt.export(..., train=False) for inference")

@@ -173,8 +173,18 @@ def _trace(fn: Callable, args: Sequence, what: str, model: torch.nn.Module,
         if dynamic is not None:
             from .symbolic_meta_torch1 import no_symbolic_rule
             no_symbolic_rule(e, model, what)
+        hint = _REENTRANT_HINT if "Checkpointing is not compatible with .grad()" in str(e) \
+            else ""
         raise CaptureError(f"pt2rt.export: cannot trace {type(model).__name__} ({what}): "
-                           f"{type(e).__name__}: {e}") from e
+                           f"{type(e).__name__}: {e}{hint}") from e
+
+
+# torch.utils.checkpoint's reentrant variant (use_reentrant=True, torch 1.13's default) runs
+# its own backward inside .backward() only; the joint capture differentiates with
+# torch.autograd.grad, which it refuses.
+_REENTRANT_HINT = (" (torch.utils.checkpoint with use_reentrant=True, torch 1.13's default: "
+                   "pass use_reentrant=False, which the capture traces; torchvision's DenseNet: "
+                   "memory_efficient=False)")
 
 
 class _FakeReplayCost:
