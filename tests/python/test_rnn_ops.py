@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 import pt2rt
 from pt2rt.ops import rnn_ops
@@ -105,6 +106,27 @@ def _ops(exported):
     return {o.qualified() for o in exported.program.operators}
 
 
+def _train_step_matches_eager(archive, model, x, seed=None):
+    """One ``train_step`` of ``archive`` (a loaded archive) on ``x`` against a training-mode
+    forward + backward of a copy of ``model``, with the same random cotangents: outputs and
+    parameter gradients close. ``seed``: both runs start from it (dropout draws). Returns
+    (step, eager copy)."""
+    eager = copy.deepcopy(model).train()
+    if seed is not None:
+        torch.manual_seed(seed)
+    outs = pytree.tree_flatten(eager(x))[0]
+    gs = [torch.randn_like(o) for o in outs]
+    torch.autograd.backward(outs, gs)
+    if seed is not None:
+        torch.manual_seed(seed)
+    step = archive.train_step(x, grad_outputs=gs)
+    for got, want in zip(step.outputs, outs):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+    for n, p in eager.named_parameters():
+        torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
+    return step, eager
+
+
 def test_dynamic_length_is_one_node_and_trains_like_eager(tmp_path):
     model = Tagger()
     exported = pt2rt.export(model, (torch.randn(2, 6, 8),),
@@ -117,16 +139,8 @@ def test_dynamic_length_is_one_node_and_trains_like_eager(tmp_path):
     archive = pt2rt.load(path)
     for shape in [(1, 2, 8), (4, 9, 8), (8, 12, 8)]:
         x = torch.randn(*shape)
-        eager = copy.deepcopy(model).train()
-        outs = eager(x)
-        gs = [torch.randn_like(o) for o in outs]
-        torch.autograd.backward(outs, gs)
-        step = archive.train_step(x, grad_outputs=gs)
-        for got, want in zip(step.outputs, outs):
-            torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+        step, eager = _train_step_matches_eager(archive, model, x)
         assert sorted(step.grads) == sorted(n for n, _ in eager.named_parameters())
-        for n, p in eager.named_parameters():
-            torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
         with torch.no_grad():
             want = copy.deepcopy(model).eval()(x)
         for got, w in zip(archive.run_inference(x), want):
@@ -143,16 +157,7 @@ def test_static_exports_are_one_node_on_both_lanes(tmp_path):
     assert {"pt2rt::lstm", "pt2rt::lstm_backward"} <= _ops(static)
     path = str(tmp_path / "static.pt2")
     static.save(path)
-    eager = copy.deepcopy(model).train()
-    outs = eager(x)
-    gs = [torch.randn_like(o) for o in outs]
-    torch.autograd.backward(outs, gs)
-    step = pt2rt.load(path).train_step(x, grad_outputs=gs)
-    for got, want in zip(step.outputs, outs):
-        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
-    for n, p in eager.named_parameters():
-        torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
-
+    _train_step_matches_eager(pt2rt.load(path), model, x)
 
 
 def test_dropout_between_layers_is_drawn_between_one_node_layers(tmp_path):
@@ -167,17 +172,7 @@ def test_dropout_between_layers_is_drawn_between_one_node_layers(tmp_path):
     assert len(lstms) == 2 and drops
     path = str(tmp_path / "dropout.pt2")
     exported.save(path)
-    eager = copy.deepcopy(model).train()
-    torch.manual_seed(3)
-    outs = eager(x)
-    gs = [torch.randn_like(o) for o in outs]
-    torch.autograd.backward(outs, gs)
-    torch.manual_seed(3)
-    step = pt2rt.load(path).train_step(x, grad_outputs=gs)
-    for got, want in zip(step.outputs, outs):
-        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
-    for n, p in eager.named_parameters():
-        torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
+    _train_step_matches_eager(pt2rt.load(path), model, x, seed=3)
 
 
 def test_projections_with_a_dynamic_length_are_refused_by_name():
@@ -196,16 +191,4 @@ def test_dropout_between_layers_with_a_dynamic_length_trains_like_eager(tmp_path
     pt2rt.export(model, (torch.randn(2, 7, 5),), dynamic_shapes=({1: SEQ},)).save(path)
     loaded = pt2rt.load(path)
     for length in (3, 11):
-        x = torch.randn(2, length, 5)
-        eager = copy.deepcopy(model).train()
-        torch.manual_seed(5)
-        y, state = eager(x)
-        outs = [y, *(state if kind == "LSTM" else (state,))]
-        gs = [torch.randn_like(o) for o in outs]
-        torch.autograd.backward(outs, gs)
-        torch.manual_seed(5)
-        step = loaded.train_step(x, grad_outputs=gs)
-        for got, want in zip(step.outputs, outs):
-            torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
-        for n, p in eager.named_parameters():
-            torch.testing.assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6)
+        _train_step_matches_eager(loaded, model, torch.randn(2, length, 5), seed=5)

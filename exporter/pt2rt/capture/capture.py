@@ -221,10 +221,10 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
         # The eager probe runs where the model lives; the capture always traces on the CPU
         # (portability.py: device-neutral graphs).
         eager = _eager_probe(model, sig, flat) if train else None
-        eager_eval = _eager_probe(model, sig, flat, train=False) if inference else None
+        eager_eval, eval_spec = _eager_probe(model, sig, flat, train=False) if inference \
+            else (None, None)
         if eager is not None and eager_eval is not None:
-            check_same_structure(model, eager.out_spec, eager_eval[1])
-        eager_eval = eager_eval[0] if eager_eval is not None else None
+            check_same_structure(model, eager.out_spec, eval_spec)
         with portability.on_cpu(model, flat) as (cpu_flat, device):
             with portability.portable_kernels(), restored_attributes(model):
                 if inference:

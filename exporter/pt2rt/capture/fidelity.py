@@ -157,8 +157,8 @@ def value_difference(got: torch.Tensor, want: torch.Tensor) -> Optional[str]:
         differ = int((got != want).sum())
         return None if differ <= VALUE_MISMATCH * want.numel() else \
             f"{differ} of {want.numel()} elements differ"
-    got, want = got.to(torch.complex128 if want.is_complex() else torch.float64), \
-        want.to(torch.complex128 if want.is_complex() else torch.float64)
+    wide = torch.complex128 if want.is_complex() else torch.float64
+    got, want = got.to(wide), want.to(wide)
     finite = torch.isfinite(got) & torch.isfinite(want)
     one_sided = int((torch.isfinite(got) != torch.isfinite(want)).sum())
     if one_sided > VALUE_MISMATCH * want.numel():

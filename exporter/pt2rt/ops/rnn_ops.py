@@ -430,11 +430,9 @@ def _time_dim_is_symbolic(input: Any, batch_first: Any) -> bool:
 
 def _fits_one_op(args: Sequence[Any]) -> bool:
     """Whether a static-shape ``torch.lstm`` / ``gru`` / ``rnn_*`` call (``.input`` overload)
-    can be one ``pt2rt::`` node: no dropout between layers in training mode (the backward's
-    recomputation would draw new masks), no projections (``proj_size``)."""
-    has_biases, num_layers, dropout, train, bidirectional = args[3:8]
-    if train and dropout > 0 and num_layers > 1 and torch.is_grad_enabled():
-        return False
+    can be one ``pt2rt::`` node: no projections (``proj_size``). (A call with dropout between
+    layers in training mode never gets here: ``SequenceOps`` splits it per layer first.)"""
+    has_biases, num_layers, bidirectional = args[3], args[4], args[7]
     per = 4 if has_biases else 2
     return len(args[2]) == num_layers * (2 if bidirectional else 1) * per
 
@@ -459,8 +457,7 @@ class SequenceOps(torch.overrides.TorchFunctionMode):
                 and (self.static or _any_symbolic(args[0])):
             # one layer at a time, dropout between (rnn_layers.py); each layer comes back here
             return layer_by_layer(lambda *a: self.__torch_function__(func, types, a), args)
-        if func is torch.lstm and not kwargs and len(args) == 9 \
-                and not isinstance(args[1], torch.Tensor):
+        if func is torch.lstm and _input_overload(func, args, kwargs):
             if _time_dim_is_symbolic(args[0], args[8]):
                 return lstm(*args)
             if self.static and not _any_symbolic(args[0]) and _fits_one_op(args):
