@@ -225,7 +225,7 @@ def _prelu_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
         return {}
     from torch._decomp import get_decompositions
     table = get_decompositions(ops)
-    return table if len(table) == len(ops) else {}
+    return table if all(op.default in table for op in ops) else {}
 
 
 def portable_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
