@@ -16,8 +16,17 @@
 // cuDNN's convolution algorithms round differently from the CPU's by more than float32's
 // defaults (resnet18's gradients: ~1e-4 relative) — unless --rtol/--atol.
 //
+// Threads (CPU): ATen's kernels choose algorithms by the intra-op thread count, and some
+// differ by more than rounding; verify runs with the count the references were computed with
+// (metadata "reference_threads"), unless --threads (verify_threads.h), and says which.
+//
+// State: the references ran every call on fresh copies of the example inputs and of the
+// exported buffers, so verify does too — a forward that mutates an input in place, or
+// updates a buffer in eval mode (a cache, a step counter), would otherwise feed the next
+// run another input or state than the references had.
+//
 //   export-cli verify <model.pt2> [--device cpu|cuda] [--rtol R] [--atol A] [--allow-tf32]
-//                     [--allow-no-examples] [--quiet]
+//                     [--threads N] [--allow-no-examples] [--quiet]
 //
 // Randomness (pt2rt/randomness.h): before each run the default generator is seeded with the
 // seed the exporter used for the eager references, so a model with dropout draws the same
@@ -52,6 +61,7 @@
 #include "steps.h"
 #include "tensor_io.h"
 #include "tf32_guard.h"
+#include "verify_threads.h"
 
 namespace pt2rt::cli {
 namespace {
@@ -262,6 +272,9 @@ int cmd_verify(int argc, char** argv) {
        "the dtype, float32 1e-5)", cxxopts::value<double>())
       ("allow-tf32", "keep TF32 on for CUDA convolutions and matmuls while verifying (default: "
        "off, as the references are full float32)")
+      ("threads", "intra-op threads to run with on the CPU (default: the count the references "
+       "were computed with, metadata reference_threads; ATen's kernels choose by it)",
+       cxxopts::value<int>())
       ("allow-no-examples", "exit 0 on an archive without bundled examples (default: exit 1, "
        "nothing was verified)")
       ("quiet", "print only the rows that fail and the summary lines, not every check");
@@ -282,10 +295,20 @@ int cmd_verify(int argc, char** argv) {
     }
     (std::string(name) == "rtol" ? tol.rtol : tol.atol) = v;
   }
+  std::optional<int> requested_threads;
+  if (result.count("threads") > 0) {
+    requested_threads = result["threads"].as<int>();
+    if (*requested_threads < 1) {
+      throw UsageError("--threads must be at least 1, got " + std::to_string(*requested_threads));
+    }
+  }
   const bool allow_tf32 = result.count("allow-tf32") > 0;
   Tf32Guard tf32(allow_tf32);
   Model model = Model::load(path, device, load_options(result));
   const Program& program = model.program();
+  const std::optional<ThreadChoice> threads = verify_threads(program, device, requested_threads);
+  std::optional<IntraOpThreadsGuard> thread_guard;
+  if (threads) thread_guard.emplace(threads->threads);
   const std::string reference_device = program.producer.capture_device;
   tol.cross_device = c10::DeviceTypeName(device.type(), /*lower_case=*/true) != reference_device;
   const std::vector<Example> examples = model.examples();  // decoded now, not kept by the model
@@ -312,7 +335,9 @@ int cmd_verify(int argc, char** argv) {
     const auto inputs = to_device(to_tensors(example.inputs), device);
     const std::string& name = example.name;
     seed_generator();
-    auto outputs = run_inference(model, inputs, nullptr);
+    const auto exported_buffers = snapshot_buffers(model);
+    auto outputs = run_inference(model, fresh_copies(inputs), nullptr);
+    restore_buffers(model, exported_buffers);
     if (!example.references) {
       const auto specs = sig ? user_outputs(program, *sig) : std::vector<UserValue>{};
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -322,7 +347,7 @@ int cmd_verify(int argc, char** argv) {
       }
       if (trainable) {
         const auto saved = snapshot_buffers(model);
-        TrainStep step = run_training_step(model, inputs, {});
+        TrainStep step = run_training_step(model, fresh_copies(inputs), {});
         restore_buffers(model, saved);
         for (size_t i = 0; i < step.outputs.size(); ++i) {
           const TensorMeta* meta = i < specs.size() ? specs[i].meta : nullptr;
@@ -338,8 +363,8 @@ int cmd_verify(int argc, char** argv) {
     if (trainable && !ref.train_outputs.empty()) {
       const auto saved = snapshot_buffers(model);
       seed_generator();
-      TrainStep step =
-          run_training_step(model, inputs, to_device(to_tensors(ref.grad_outputs), device));
+      TrainStep step = run_training_step(model, fresh_copies(inputs),
+                                         to_device(to_tensors(ref.grad_outputs), device));
       compare_lists(table, name + " train output", step.outputs, ref.train_outputs,
                     random.train_outputs, checker);
       compare_named(table, name + " grad", step.grads, ref.grads, random.grads, checker);
@@ -379,6 +404,9 @@ int cmd_verify(int argc, char** argv) {
                                "): results marked 'random' checked by dtype, shape and finite "
                                "values")
               << "\n";
+  }
+  if (threads) {
+    std::cout << "threads: " << threads->threads << " intra-op (" << threads->why << ")\n";
   }
   if (!any_references) {
     std::cout << path << ": no references (the weights were re-saved after export); ran "

@@ -133,6 +133,15 @@ void restore_buffers(const Model& model, const NamedTensors& snapshot) {
   }
 }
 
+std::vector<at::Tensor> fresh_copies(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    out.push_back(t.defined() ? t.detach().clone().requires_grad_(t.requires_grad()) : t);
+  }
+  return out;
+}
+
 std::vector<at::Tensor> to_device(const std::vector<at::Tensor>& tensors, c10::Device device) {
   std::vector<at::Tensor> out;
   for (const auto& t : tensors) out.push_back(t.to(device));

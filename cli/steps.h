@@ -42,6 +42,10 @@ TrainStep run_training_step(Model& model, std::vector<at::Tensor> inputs,
 NamedTensors snapshot_buffers(const Model& model);
 void restore_buffers(const Model& model, const NamedTensors& snapshot);
 
+/// Copies of `tensors` (detached, requires_grad kept) for one call of a model that may
+/// mutate its inputs in place (an InputMutation of a user input is written back).
+std::vector<at::Tensor> fresh_copies(const std::vector<at::Tensor>& tensors);
+
 /// `tensors` moved to `device` (no copy when already there).
 std::vector<at::Tensor> to_device(const std::vector<at::Tensor>& tensors, c10::Device device);
 

@@ -367,3 +367,67 @@ def test_depthwise_convolution_backward_within_its_allocation_cap(cli, tmp_path)
     pt2rt.export(model, (torch.randn(2, 768, 1, 1),), train=True).save(str(path))
     r = cli.ok("verify", path)
     assert "OK:" in r.out and "FAIL" not in r.out
+
+
+class _DoublesItsInput(torch.nn.Module):
+    """forward mutates its input in place (an InputMutation of a user input, written back)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x.mul_(2.0)
+        return self.a(x)
+
+
+class _CachesInEval(torch.nn.Module):
+    """Updates buffers in every mode: a ring of the last means and a step counter."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.register_buffer("cache", torch.zeros(3, 4))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        h = self.a(x)
+        with torch.no_grad():
+            self.cache[1:] = self.cache[:-1].clone()
+            self.cache[0] = h.detach().mean(0)
+            self.steps += 1
+        return h + self.cache.sum(0)
+
+
+@pytest.mark.parametrize("model", [_DoublesItsInput, _CachesInEval])
+def test_each_run_starts_from_the_exported_inputs_and_buffers(cli, tmp_path, model):
+    """The references ran inference and the training step each on fresh copies of the example
+    inputs and the exported buffers; so does verify (before, the training step saw the input
+    the inference run had doubled, or the buffers it had updated, and failed)."""
+    import pt2rt
+    torch.manual_seed(0)
+    path = tmp_path / "stateful.pt2"
+    pt2rt.export(model(), (torch.randn(3, 4),)).save(str(path))
+    out = cli.ok("verify", path).out
+    assert "OK:" in out and "example0 train output[0]" in out
+
+
+def test_verify_runs_with_the_exporters_thread_count(cli, archives, tmp_path):
+    """ATen's CPU kernels choose algorithms by the intra-op thread count; the exporter records
+    its count (metadata reference_threads) and verify runs with it, says so, and takes
+    --threads instead; a count this machine lacks is capped, a malformed one ignored."""
+    a = archives.get("mlp")
+    with ArchiveReader(str(a.path)) as reader:
+        recorded = read_program(reader.read("program.fb")).metadata["reference_threads"]
+    assert int(recorded) >= 1
+    out = cli.ok("verify", a.path).out
+    assert f"threads: {recorded} intra-op (the exporter's, metadata reference_threads)" in out
+    assert "threads: 1 intra-op (--threads)" in cli.ok("verify", a.path, "--threads", "1").out
+    cli.usage_error("verify", a.path, "--threads", "0", mentions=["--threads"])
+    huge = tmp_path / "huge.pt2"
+    rewrite_archive(a.path, huge, lambda p: p.metadata.__setitem__("reference_threads", "4096"))
+    assert "the references were computed with 4096, this machine has" in \
+        cli.ok("verify", huge).out
+    bad = tmp_path / "bad.pt2"
+    rewrite_archive(a.path, bad, lambda p: p.metadata.__setitem__("reference_threads", "-3"))
+    assert "threads:" not in cli.ok("verify", bad).out

@@ -217,7 +217,10 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
     constants = ConstantTable()
     graphs = []
     with torch.random.fork_rng(devices=[]):  # tracing must not disturb the caller's RNG
-        metadata: Dict[str, str] = {"reference_rng_seed": str(REFERENCE_RNG_SEED)}
+        # The eager references' seed, and their intra-op thread count: ATen's CPU kernels
+        # choose algorithms by it, so export-cli verify runs with the same count.
+        metadata: Dict[str, str] = {"reference_rng_seed": str(REFERENCE_RNG_SEED),
+                                    "reference_threads": str(torch.get_num_threads())}
         # The eager probe runs where the model lives; the capture always traces on the CPU
         # (portability.py: device-neutral graphs).
         eager = _eager_probe(model, sig, flat) if train else None
