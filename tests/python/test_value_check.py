@@ -11,7 +11,9 @@ import torch.nn as nn
 import torch.utils.checkpoint
 
 import pt2rt
-from pt2rt.capture.fidelity import check_output_values, value_difference
+from pt2rt.capture.capture import AnnotatedRun, annotate_program
+from pt2rt.capture.eager_run import EagerTrainRun
+from pt2rt.capture.fidelity import check_gradient_values, check_output_values, value_difference
 from pt2rt.errors import CaptureError
 
 
@@ -199,3 +201,85 @@ def test_lazy_module_is_refused_until_called():
         pt2rt.export(model, (torch.randn(2, 5),))
     model(torch.randn(2, 5))
     pt2rt.export(model, (torch.randn(2, 5),))
+
+
+class TwoLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def _grads(scale_b: float = 1.0, noise_on_bias: float = 0.0):
+    torch.manual_seed(0)
+    eager = EagerTrainRun(outputs=[], diff=[0], param_grads={
+        "a.weight": torch.randn(4, 4) * 1e4, "a.bias": torch.randn(4) * 1e4,
+        "b.weight": torch.randn(2, 4), "b.bias": torch.randn(2)}, input_grads={0: torch.randn(3, 4)})
+    got = {k: v.clone() for k, v in eager.param_grads.items()}
+    got["b.weight"] = got["b.weight"] * scale_b
+    got["b.bias"] = got["b.bias"] + noise_on_bias * torch.randn(2)
+    return AnnotatedRun(param_grads=got, input_grads={0: eager.input_grads[0].clone()}), eager
+
+
+def test_gradient_check_refuses_a_backward_that_is_not_eagers():
+    """A gradient 2x eager's (a dropped hook, a custom Function's backward replaced by the
+    forward's derivative) is refused, naming the parameter and its module."""
+    run, eager = _grads(scale_b=2.0)
+    with pytest.raises(CaptureError, match=r"backward graph captured from TwoLayers .* gradient "
+                                           r"of parameter 'b.weight' of Linear 'b' .*RMS "
+                                           r"difference"):
+        check_gradient_values(TwoLayers(), run, eager)
+    run, eager = _grads()
+    run.input_grads[0] = -run.input_grads[0]
+    with pytest.raises(CaptureError, match="gradient of user input 0"):
+        check_gradient_values(TwoLayers(), run, eager)
+
+
+def test_gradient_noise_far_below_the_models_gradients_passes():
+    """A gradient that is float32 noise on both sides (0 analytically: a BatchNorm bias a later
+    normalization cancels) differs completely between two roundings; below GRAD_NOISE_FLOOR of
+    the model's gradient RMS (here 1e4) it is not a capture bug."""
+    run, eager = _grads(noise_on_bias=0.1)
+    check_gradient_values(TwoLayers(), run, eager)
+    run, eager = _grads(noise_on_bias=10.0)  # 1e-3 of the RMS: over the floor
+    with pytest.raises(CaptureError, match="'b.bias'"):
+        check_gradient_values(TwoLayers(), run, eager)
+
+
+class StraightThrough(torch.autograd.Function):
+    """round() forward, identity backward: a custom backward eager runs and the capture must."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Quantized(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.requires_grad:  # not in the eval-mode forward, which runs without grad
+            h.register_hook(lambda g: g * 10.0)  # a tensor hook: scales a's gradients
+        return self.b(StraightThrough.apply(h * 3.0))
+
+
+def test_custom_backward_and_tensor_hook_export_with_eagers_gradients():
+    """The gradient check runs on every export; a straight-through estimator and a tensor hook
+    in forward are captured with their gradients (the check would refuse otherwise)."""
+    torch.manual_seed(0)
+    model, x = Quantized(), torch.randn(4, 6)
+    archive = pt2rt.export(model, (x,), bundle_examples=False)
+    run = annotate_program(archive.captured, [x])
+    model(x).sum().backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(run.param_grads[name], p.grad)
+    assert run.param_grads["a.bias"].abs().sum() > 0  # the identity backward, not round's 0

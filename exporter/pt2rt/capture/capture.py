@@ -36,7 +36,7 @@ from .dynamic import flatten_structured as flatten_structured_shapes
 from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_paths import value_dependent_paths
 from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_eval_outputs, eager_train_run
-from .fidelity import (check_buffer_values, check_gradient_paths, check_no_aliased_constants,
+from .fidelity import (check_buffer_values, check_gradient_paths, check_gradient_values, check_no_aliased_constants,
                        check_output_types, check_output_values, check_same_structure,
                        check_tangents)
 from .model_call import restored_attributes
@@ -284,6 +284,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                         run.forward_outputs, eager.outputs, hints)
                 if not draws_random(fwd) or draws == "replayed":
                     check_buffer_values(model, run.buffers, eager.buffers)
+                    check_gradient_values(model, run, eager, hints)
                 if draws:
                     metadata["reference_draws"] = draws
     return program
@@ -314,12 +315,15 @@ def _user_outputs(outs: Dict[OutputDescriptor, Optional[torch.Tensor]]
 class AnnotatedRun:
     """What ``annotate_program``'s run of the graphs gave: the user outputs (``Plain(i)``
     order) of the inference and of the forward graph (None for a graph the program does not
-    have), and every buffer's value after the forward graph (its ``InputMutation`` output, or
-    the buffer as it was; empty without a forward graph)."""
+    have), every buffer's value after the forward graph (its ``InputMutation`` output, or
+    the buffer as it was; empty without a forward graph), and the backward graph's gradients
+    (ones as tangents) of parameters by FQN and of user inputs by flat index."""
 
     inference_outputs: Optional[List[Optional[torch.Tensor]]] = None
     forward_outputs: Optional[List[Optional[torch.Tensor]]] = None
     buffers: Dict[str, torch.Tensor] = field(default_factory=dict)
+    param_grads: Dict[str, torch.Tensor] = field(default_factory=dict)
+    input_grads: Dict[int, torch.Tensor] = field(default_factory=dict)
 
 
 def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) -> AnnotatedRun:
@@ -349,12 +353,17 @@ def annotate_program(program: CapturedProgram, user_inputs: List[torch.Tensor]) 
             bw_inputs[d] = saved[d.idx]
         elif d.kind is InputKind.Tangent:
             bw_inputs[d] = torch.ones_like(outs[d.output])
-    annotate(bwd, bw_inputs)
+    grads = {d.of: t for d, t in annotate(bwd, bw_inputs).items()
+             if d.kind is OutputKind.Grad and t is not None}
     buffers = {w.fqn: w.tensor for w in program.weights if w.kind is WeightKind.Buffer}
     buffers.update({d.of.fqn: t for d, t in outs.items()
                     if d.kind is OutputKind.InputMutation and d.of.kind is InputKind.Buffer
                     and t is not None})
-    return AnnotatedRun(inference_outputs, _user_outputs(outs), buffers)
+    return AnnotatedRun(inference_outputs, _user_outputs(outs), buffers,
+                        param_grads={d.fqn: t for d, t in grads.items()
+                                     if d.kind is InputKind.Param},
+                        input_grads={d.idx: t for d, t in grads.items()
+                                     if d.kind is InputKind.Plain})
 
 
 def draws_random(graph: Any) -> bool:

@@ -24,7 +24,8 @@
   (the inference graph against an eval-mode forward, the forward graph against the training
   forward); ``check_buffer_values`` the same for every buffer after the training step (eager
   updates BatchNorm statistics a second time when the backward recomputes a checkpointed
-  region; AOTAutograd's graphs once). A capture that took another path than eager did
+  region; AOTAutograd's graphs once), and ``check_gradient_values`` for the backward graph's
+  gradients of parameters and user inputs (ones as output gradients, as eager's run). A capture that took another path than eager did
   (``eager_paths.py``) is refused instead of exported. The bound is loose (``VALUE_RTOL``:
   the RMS of the difference within 1 % of the RMS of eager's output; integer outputs: at most
   1 % of the elements differ): the graphs may compute with other decompositions and kernels
@@ -36,7 +37,7 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
@@ -141,12 +142,20 @@ def check_output_types(model: torch.nn.Module, run: EagerTrainRun,
 VALUE_RTOL = 1e-2   # RMS of the difference, relative to the RMS of eager's output
 VALUE_ATOL = 1e-5   # RMS of the difference allowed for outputs near 0
 VALUE_MISMATCH = 1e-2  # fraction of elements allowed to differ (integer outputs, non-finite)
+# Gradients: a difference below this fraction of the RMS of all the model's gradients is
+# rounding noise wherever it lands. A gradient that is 0 analytically (a BatchNorm bias whose
+# output a later normalization removes) is float32 noise on both sides, ~1e-5 of the others
+# (efficientnet_v2_s, batch 2: 1e2 against an RMS of 2e7 with ones as output gradients),
+# uncorrelated between two computations that round differently.
+GRAD_NOISE_FLOOR = 1e-4
 
 
-def value_difference(got: torch.Tensor, want: torch.Tensor) -> Optional[str]:
+def value_difference(got: torch.Tensor, want: torch.Tensor,
+                     atol: float = VALUE_ATOL) -> Optional[str]:
     """None when ``got`` (the captured graph's output) is close enough to ``want`` (eager's),
-    see the module docstring; else what differs, e.g. "RMS difference 3.1e-01 against an RMS
-    of 9.2e-01"."""
+    see the module docstring, the RMS of the difference within ``VALUE_RTOL`` of ``want``'s
+    RMS + ``atol``; else what differs, e.g. "RMS difference 3.1e-01 against an RMS of
+    9.2e-01"."""
     if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
         return (f"{want.dtype} {list(want.shape)} in eager PyTorch but {got.dtype} "
                 f"{list(got.shape)} in the captured graph")
@@ -168,7 +177,7 @@ def value_difference(got: torch.Tensor, want: torch.Tensor) -> Optional[str]:
         return None
     diff = float(torch.linalg.vector_norm(torch.where(finite, got - want, 0))) / math.sqrt(n)
     scale = float(torch.linalg.vector_norm(torch.where(finite, want, 0))) / math.sqrt(n)
-    if diff <= VALUE_RTOL * scale + VALUE_ATOL:
+    if diff <= VALUE_RTOL * scale + atol:
         return None
     return f"RMS difference {diff:.1e} against an RMS of {scale:.1e}"
 
@@ -218,6 +227,41 @@ def check_buffer_values(model: torch.nn.Module, got: Dict[str, torch.Tensor],
                 "running statistics eager updates again when the backward recomputes the "
                 "checkpointed region (torchvision's DenseNet with memory_efficient=True); keep "
                 "buffer-updating modules out of checkpointed regions to export")
+
+
+def check_gradient_values(model: torch.nn.Module, run: Any, eager: Any,
+                          hints: Sequence[str] = ()) -> None:
+    """Raises CaptureError naming the first parameter (FQN, module) or user input whose
+    gradient from the captured backward graph (``run``: ``capture.AnnotatedRun``, ones as
+    tangents) differs from eager PyTorch's (``eager``: ``eager_run.EagerTrainRun``, the same
+    cotangents) by more than ``value_difference`` allows: a backward that is not the model's
+    trains it silently wrong. Each gradient is held to ``value_difference``'s bound plus
+    ``GRAD_NOISE_FLOOR`` times the RMS of all of eager's floating gradients. Gradients that
+    exist on one side only are ``check_gradient_paths``' concern; ``hints`` as for
+    ``check_output_values``."""
+    pairs = [(f"parameter {fqn!r} of {_module_of(model, fqn)}", g, eager.param_grads.get(fqn))
+             for fqn, g in run.param_grads.items()]
+    pairs += [(f"user input {i}", g, eager.input_grads.get(i))
+              for i, g in run.input_grads.items()]
+    pairs = [(what, got, want) for what, got, want in pairs
+             if isinstance(want, torch.Tensor) and want.is_floating_point()]
+    count = sum(want.numel() for _, _, want in pairs)
+    if not count:
+        return
+    squares = sum(float(torch.linalg.vector_norm(want.detach().double().cpu()
+                                                 .nan_to_num(0.0, 0.0, 0.0))) ** 2
+                  for _, _, want in pairs)
+    floor = GRAD_NOISE_FLOOR * math.sqrt(squares / count)
+    for what, got, want in pairs:
+        differs = value_difference(got, want, atol=VALUE_ATOL + floor)
+        if differs is not None:
+            cause = ("; " + "; ".join(hints)) if hints else (
+                ": a custom autograd.Function, a hook or a decomposition's backward the "
+                "capture did not reproduce")
+            raise CaptureError(
+                f"pt2rt.export: the backward graph captured from {type(model).__name__} (torch "
+                f"{torch.__version__}) does not reproduce eager PyTorch's gradient of {what} on "
+                f"the example inputs (ones as output gradients): {differs}{cause}")
 
 
 def _describe(spec: object) -> str:
