@@ -197,3 +197,38 @@ def test_graphs_do_not_depend_on_the_onednn_and_nnpack_flags():
     assert set(codes[0]) == {GraphRole.Inference, GraphRole.Forward, GraphRole.Backward}
     assert "convolution_backward" in codes[0][GraphRole.Backward]
     assert codes[0] == codes[1]
+
+
+class _Interpolates(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(2, 3, 3, padding=1)
+
+    def forward(self, x):
+        y = self.c(x)
+        return (nn.functional.interpolate(y, scale_factor=1.7, mode="bilinear", align_corners=True),
+                nn.functional.interpolate(y, size=(9, 11), mode="nearest"),
+                nn.functional.interpolate(y, scale_factor=2, mode="bicubic"),
+                nn.functional.interpolate(y[:, :, 0], scale_factor=1.5, mode="linear"))
+
+
+@pytest.mark.skipif(not hasattr(torch.ops.aten.upsample_bilinear2d_backward, "vec"),
+                    reason="this torch traces no .vec backward overloads (torch >= 2)")
+def test_interpolate_backward_uses_overloads_every_libtorch_has():
+    """torch 1.13 differentiates F.interpolate into upsample_*_backward.vec, which LibTorch 2.x
+    lacks; the capture writes the .default overloads with the sizes and scales the .vec kernel
+    passes them (graph_passes.upsample_backward_without_vec), giving eager's gradients."""
+    torch.manual_seed(0)
+    model, x = _Interpolates(), torch.randn(2, 2, 6, 8)
+    archive = pt2rt.export(model, (x,), bundle_examples=False)
+    targets = {str(n.target) for n in archive.graph(GraphRole.Backward).module.graph.nodes
+               if n.op == "call_function"}
+    assert not [t for t in targets if "upsample" in t and t.endswith(".vec")], targets
+    for op in ("upsample_bilinear2d_backward", "upsample_nearest2d_backward",
+               "upsample_bicubic2d_backward", "upsample_linear1d_backward"):
+        assert f"aten.{op}.default" in targets, targets
+    from pt2rt.capture.capture import annotate_program
+    run = annotate_program(archive.captured, [x])
+    sum(o.sum() for o in model(x)).backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(run.param_grads[name], p.grad)

@@ -13,6 +13,16 @@ stays in the graph (the runtime's operator policy refuses ops writing to an argu
 tensor nothing else reads, ``bernoulli_.float(t, p)`` is ``bernoulli.p(t, p)``: the same
 kernel on a new tensor, the same numbers from the same generator.
 
+``upsample_backward_without_vec``: torch 1.13 differentiates ``F.interpolate``'s
+``upsample_*.vec`` ops into ``upsample_*_backward.vec`` (output size or scale factors as
+lists), overloads LibTorch 2.x no longer has: a 1.13 archive of any model that interpolates
+(a segmentation head, a U-Net) loaded on LibTorch 2.x for inference only. Each such node
+becomes the ``.default`` overload, which both versions have with one schema, with the
+arguments the ``.vec`` kernel computes and passes to it (ATen's ``UpSample.h``:
+``compute_output_size`` — the given sizes, else ``int64(input_size[d + 2] * scale[d])`` — and
+``get_scale_value`` per spatial dim): the same kernel, the same numbers. Static sizes only; a
+node with symbolic sizes keeps ``.vec``.
+
 ``slice_backward_sums_as_cat``: a sum of ``slice_backward``s tiling a dim is the ``cat`` of the
 pieces (see its docstring).
 
@@ -57,6 +67,40 @@ def bernoulli_out_of_place(graph: fx.Graph) -> None:
             p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
             node.target = torch.ops.aten.bernoulli.p  # its p has no default: written out
             node.args, node.kwargs = (node.args[0], p), {}
+
+
+def _default_of_vec_backward(target):
+    """The ``.default`` overload for an ``upsample_*_backward.vec`` op of this torch, else None."""
+    packet = getattr(target, "overloadpacket", None)
+    name = getattr(packet, "__name__", "")
+    if getattr(target, "_overloadname", None) != "vec" or "upsample" not in name \
+            or not name.endswith("_backward"):
+        return None
+    return getattr(packet, "default", None)
+
+
+def upsample_backward_without_vec(graph: fx.Graph) -> int:
+    """Rewrites each ``upsample_*_backward.vec`` node with static sizes to the ``.default``
+    overload (see the module docstring), in place; returns how many."""
+    done = 0
+    for node in graph.nodes:
+        default = _default_of_vec_backward(node.target) if node.op == "call_function" else None
+        if default is None or node.kwargs:
+            continue
+        grad, output_size, input_size, *rest = node.args
+        align = rest[:-1]  # (align_corners,) for the linear / cubic modes, () for nearest
+        scales = rest[-1] if rest else None
+        spatial = len(input_size) - 2
+        if not all(type(v) is int for v in list(input_size) + list(output_size or [])) \
+                or (output_size is None and (scales is None or len(scales) != spatial)):
+            continue
+        if output_size is None:
+            output_size = [int(input_size[d + 2] * scales[d]) for d in range(spatial)]
+        per_dim = [float(v) for v in scales] if scales is not None else [None] * spatial
+        node.target = default
+        node.args = (grad, list(output_size), list(input_size), *align, *per_dim)
+        done += 1
+    return done
 
 
 def zero_tangents_of_parameter_mutations(backward) -> None:

@@ -53,7 +53,7 @@ from ...ops import rnn_ops
 from ...ops.decompositions import training_decompositions
 from ...ops.traceable_ops import TORCH1_OPS, replacement
 from ...passes.graph_passes import (bernoulli_out_of_place, drop_unused_batch_norm_stats,
-                                    slice_backward_sums_as_cat)
+                                    slice_backward_sums_as_cat, upsample_backward_without_vec)
 from ..call_names import api_name
 from ..eager_run import EagerTrainRun
 from ..model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
@@ -373,6 +373,7 @@ def finalize_graph(gm: fx.GraphModule, inputs: List[InputDescriptor],
     _tuple_vals(g)
     drop_unused_batch_norm_stats(g)
     bernoulli_out_of_place(g)
+    upsample_backward_without_vec(g)
     _reshape_alias_as_reshape(g)
 
     # Rebuild with lifted constants and primals_/tangents_ placeholder names.
