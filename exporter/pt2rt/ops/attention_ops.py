@@ -43,6 +43,7 @@ contiguous.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Iterator, List, Optional, Sequence
 
 import torch
@@ -224,6 +225,7 @@ def attention_ops() -> Iterator[List[torch.overrides.TorchFunctionMode]]:
     functional = torch.nn.functional
     original = functional.scaled_dot_product_attention
 
+    @functools.wraps(original)  # user code may read its __doc__, __name__ or signature
     def routed(*args, **kwargs):
         return _attention_call(original, args, kwargs)
 
