@@ -171,3 +171,15 @@ def test_dropout_a_trained_mask_and_broadcasting_keep_the_math_path(tmp_path):
     with torch.no_grad():
         want = model(q)
     torch.testing.assert_close(pt2rt.load(str(tmp_path / "b.pt2")).run_inference(q)[0], want)
+
+
+def test_routed_function_keeps_the_originals_attributes():
+    """While a capture routes F.scaled_dot_product_attention, user code reading its __doc__ or
+    __name__ (a feature check such as `"scale" in F.scaled_dot_product_attention.__doc__`)
+    sees the original's."""
+    original = F.scaled_dot_product_attention
+    with attention_ops.attention_ops():
+        assert F.scaled_dot_product_attention is not original
+        assert F.scaled_dot_product_attention.__doc__ == original.__doc__
+        assert F.scaled_dot_product_attention.__name__ == original.__name__
+    assert F.scaled_dot_product_attention is original
