@@ -113,6 +113,24 @@ class SeqTagger(torch.nn.Module):
         return self.head(out) + self.state(h.sum(0))
 
 
+class SizeArithmetic(torch.nn.Module):
+    """Sizes in tensor arithmetic: `h * x.shape[0]` traces to `aten.mul.Tensor(h, sym_size)`, a
+    SymInt where the schema wants a Tensor (graph_passes.symint_operands_as_tensors), here
+    beside float and int64 tensors."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.a(x)
+        out = h * x.shape[0] + h.new_ones(h.shape) * h.shape[1] + h / x.shape[1] - x.shape[0]
+        if TORCH2:  # torch 1.13's symbolic trace has no rule for an int64 tensor times a size
+            out = out + ((h > 0).long() * x.shape[1] + x.shape[0])
+        return out
+
+
 BATCH = pt2rt.Dim("batch", min=1, max=8)
 # mobilenet_v2 at batch 1 in training mode normalises 2x2 values per channel in its last blocks:
 # eager float32 itself is then 3e-3 off float64 in the stem's weight gradient (ill-conditioned)
@@ -138,6 +156,8 @@ CASES = {
     "rnn_seq": (lambda: SingleState(torch.nn.RNN, num_layers=2, bidirectional=True,
                                     nonlinearity="relu"), (2, 6, 8), ({0: BATCH, 1: SEQ},),
                 [(1, 2, 8), (3, 7, 8), (8, 12, 8)], (2, 13, 8)),
+    "size_arithmetic": (SizeArithmetic, (3, 5, 8), ({0: BATCH, 1: SEQ},),
+                        [(1, 2, 8), (2, 7, 8), (8, 12, 8)], (2, 13, 8)),
 }
 OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "mobilenet_v2": "dim 0: batch = 1 is outside [2, 8]",
@@ -146,7 +166,8 @@ OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "lstm_seq": "dim 1: seq = 13 is outside [2, 12]",
                 "lstm_seq_tagger": "dim 0: seq = 13 is outside [2, 12]",
                 "gru_seq": "dim 1: seq = 13 is outside [2, 12]",
-                "rnn_seq": "dim 1: seq = 13 is outside [2, 12]"}
+                "rnn_seq": "dim 1: seq = 13 is outside [2, 12]",
+                "size_arithmetic": "dim 1: seq = 13 is outside [2, 12]"}
 
 
 @pytest.fixture(scope="module", params=[_case(n) for n in sorted(CASES)])

@@ -29,7 +29,8 @@ from ..ir.graph_ir import (CapturedProgram, ConstantTable, ExportSignature, Grap
 from ..ir.input_spec import InputSpec, flatten as flatten_input
 from ..passes import export_policy
 from ..passes.annotate import annotate
-from ..passes.graph_passes import zero_tangents_of_parameter_mutations
+from ..passes.graph_passes import (symint_operands_as_tensors,
+                                   zero_tangents_of_parameter_mutations)
 from ..passes.partition import PARTITIONERS, partition
 from . import portability
 from .dynamic import flatten_structured as flatten_structured_shapes
@@ -253,6 +254,9 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                     fw_bw = partition(joint, partitioner)
                     zero_tangents_of_parameter_mutations(fw_bw[-1])
                     graphs.extend(fw_bw)
+            for g in graphs:
+                if symint_operands_as_tensors(g.module.graph):
+                    g.module.recompile()
             portability.check_portable(graphs)
             export_policy.check_graphs(graphs)  # what the runtime would refuse at load
             program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,

@@ -23,6 +23,16 @@ arguments the ``.vec`` kernel computes and passes to it (ATen's ``UpSample.h``:
 ``get_scale_value`` per spatial dim): the same kernel, the same numbers. Static sizes only; a
 node with symbolic sizes keeps ``.vec``.
 
+``symint_operands_as_tensors``: with a dynamic dim, ``x * x.shape[0]`` traces to
+``aten.mul.Tensor(x, sym_size)``: a SymInt where the schema wants a Tensor, which ATen's Python
+binding wraps as a 0-dim "wrapped number" tensor and an archive cannot express (the loader
+refused such an archive: "argument 'other' refers to value 17 'sym_size' of kind SymInt,
+expected Tensor"). It becomes ``aten.scalar_tensor(s, dtype=...)`` with the dtype that gives
+the wrapped number's type promotion (``torch.result_type``): int64 beside a floating, complex
+or bool tensor (a 0-dim integer tensor does not raise a floating one's dtype; it makes a bool
+one int64), the other operand's own dtype beside an integer one (so 0-dim operands too keep
+it).
+
 ``slice_backward_sums_as_cat``: a sum of ``slice_backward``s tiling a dim is the ``cat`` of the
 pieces (see its docstring).
 
@@ -100,6 +110,43 @@ def upsample_backward_without_vec(graph: fx.Graph) -> int:
         node.target = default
         node.args = (grad, list(output_size), list(input_size), *align, *per_dim)
         done += 1
+    return done
+
+
+def _is_symint_node(v) -> bool:
+    from ..ir.symbols import is_symint
+    return isinstance(v, fx.Node) and is_symint(v.meta.get("val"))
+
+
+def _tensor_dtype(v):
+    val = v.meta.get("val", v.meta.get("tensor_meta")) if isinstance(v, fx.Node) else None
+    return getattr(val, "dtype", None)
+
+
+def symint_operands_as_tensors(graph: fx.Graph) -> int:
+    """Rewrites each SymInt given for a ``Tensor`` argument to an ``aten.scalar_tensor`` node
+    (see the module docstring), in place; returns how many."""
+    done = 0
+    for node in list(graph.nodes):
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        args = list(node.args)
+        tensors = [a for a in args if isinstance(a, fx.Node) and _tensor_dtype(a) is not None]
+        for i, (sa, v) in enumerate(zip(schema.arguments, args)):
+            if sa.type.kind() != "TensorType" or not _is_symint_node(v):
+                continue
+            other = _tensor_dtype(tensors[0]) if tensors else None
+            integral = other is not None and not other.is_floating_point and \
+                not other.is_complex and other is not torch.bool
+            dtype = other if integral else torch.int64
+            with graph.inserting_before(node):
+                t = graph.call_function(torch.ops.aten.scalar_tensor.default, (v,),
+                                        {"dtype": dtype})
+            t.meta["val"] = torch.empty((), dtype=dtype)
+            args[i] = t
+            done += 1
+        node.args = tuple(args)
     return done
 
 
