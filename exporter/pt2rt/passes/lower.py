@@ -175,7 +175,13 @@ class GraphLowering:
         kind = t.kind()
         if kind == "TensorType":
             if isinstance(v, fx.Node):
-                return Argument(name, ArgKind.TensorRef, self._single(v, "tensor"), kwarg_only)
+                vid = self._single(v, "tensor")
+                if self.values_[vid].kind is not ValueKind.Tensor:  # the loader refuses it
+                    raise ExportError(
+                        f"pt2rt: node {node.name} ({node.format_node()}): argument {name!r} is "
+                        f"{v.name}, a {self.values_[vid].kind.name}, where the schema of "
+                        f"{node.target} wants a Tensor; the archive could not be loaded")
+                return Argument(name, ArgKind.TensorRef, vid, kwarg_only)
             if isinstance(v, (bool, int, float, complex)):
                 # A Python number where the schema wants a Tensor (e.g. add.Tensor(x, 1)):
                 # ATen wraps it as a 0-dim "wrapped number" tensor; so must the runtime.
