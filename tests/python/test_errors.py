@@ -77,6 +77,28 @@ def test_data_dependent_control_flow_is_untraceable(kwargs):
     assert "test_errors.py" in str(e.value) and "if y.sum() > 0" in str(e.value)
 
 
+class ItemScale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y / y.abs().max().item()  # a tensor's value as a Python number
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_item_is_refused_with_and_without_dynamic_shapes(dynamic):
+    """With a dynamic dim torch >= 2 traces .item() to an unbacked symbol instead of raising; the
+    archive then failed at load (the runtime's meta check). Both are refused at export, naming
+    the user's line."""
+    kw = {"dynamic_shapes": {"x": {0: pt2rt.Dim("batch", min=1, max=8)}}} if dynamic else {}
+    with pytest.raises((pt2rt.CaptureError, pt2rt.ExportError),
+                       match=r"item\(\)|data-dependent|symbolic-shape rule") as e:
+        pt2rt.export(ItemScale(), (torch.randn(3, 4),), **kw)
+    assert "y.abs().max().item()" in str(e.value) or "symbolic-shape rule" in str(e.value)
+
+
 def test_numpy_round_trip_is_untraceable():
     with pytest.raises(pt2rt.CaptureError, match=r"numpy\(\)"):
         pt2rt.export(ToNumpy(), (torch.randn(2, 4),))

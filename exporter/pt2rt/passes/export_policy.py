@@ -229,6 +229,13 @@ def node_refusal(node: Any) -> Optional[str]:
     if _NON_STRIDED.search(name):
         return ("makes a tensor that is not strided and dense (sparse, MKL-DNN or nested); "
                 "only strided, dense tensors are supported")
+    if name == "aten::_local_scalar_dense":
+        # torch >= 2 with dynamic shapes traces .item() to an unbacked symbol instead of
+        # raising; the runtime cannot compute what depends on it (its meta check fails).
+        return ("reads a traced tensor's value as a Python number (item(), bool()/`if tensor`, "
+                "int(), float(), tolist()), a data-dependent value a program cannot declare; "
+                "keep the computation in tensors (e.g. x / x.abs().max() instead of "
+                "x / x.abs().max().item())")
     bound = _bound_arguments(node, schema)
     if name == "aten::index":
         for a, v in bound:
