@@ -249,3 +249,23 @@ def test_a_refusal_inside_torchvision_names_its_line():
     with pytest.raises(pt2rt.CaptureError, match=r"item\(\)") as e:
         pt2rt.export(model, ([torch.rand(3, 64, 64)],), train=False)
     assert "torchvision/models/detection/transform.py" in str(e.value), str(e.value)
+
+
+class RoiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x, boxes):
+        import torchvision
+        return torchvision.ops.roi_align(self.c(x), boxes, output_size=(2, 2), aligned=True)
+
+
+def test_custom_operators_are_named_at_export():
+    """torchvision::roi_align exports, but only a process with torchvision's C++ operators,
+    loading with --allow-op, runs it: the export says so instead of leaving it to the load."""
+    pytest.importorskip("torchvision")
+    boxes = torch.tensor([[0, 1.0, 1.0, 5.0, 6.0]])
+    with pytest.warns(UserWarning, match=r"operators outside ATen: .*torchvision::roi_align.*"
+                                         r"--allow-op"):
+        pt2rt.export(RoiHead(), (torch.randn(1, 3, 8, 8), boxes), bundle_examples=False)

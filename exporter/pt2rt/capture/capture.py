@@ -259,6 +259,15 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                     g.module.recompile()
             portability.check_portable(graphs)
             export_policy.check_graphs(graphs)  # what the runtime would refuse at load
+            custom = export_policy.outside_aten(graphs)
+            if custom:
+                warnings.warn(
+                    f"pt2rt.export: {type(model).__name__}'s graphs call operators outside "
+                    f"ATen: {', '.join(custom)}; pt2rt's C++ runtime runs them only in a "
+                    "process that registers them (e.g. linked with torchvision's C++ library "
+                    "for torchvision::) and only when the load allows each "
+                    "(LoadOptions::allow_operators, export-cli --allow-op NAME); otherwise "
+                    "loading fails with OpResolutionError", stacklevel=3)
             program = CapturedProgram(graphs=graphs, weights=weights + constants.specs,
                                       signature=sig, capture=backend.CAPTURE_NAME,
                                       partitioner=partitioner if train else "",

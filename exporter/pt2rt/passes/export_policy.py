@@ -25,7 +25,8 @@ What is mirrored (``schema/README.md`` "Operator policy"):
 
 ``check_graphs`` is called by ``capture.py`` on every captured graph (next to
 ``portability.check_portable``) and by the captures on the joint graph before it is
-partitioned.
+partitioned. ``outside_aten`` lists the custom operators (``torchvision::roi_align``, ...) an
+archive would need the loading process to register and allow; ``capture.py`` warns about them.
 """
 from __future__ import annotations
 
@@ -286,6 +287,23 @@ def _where(node: Any) -> str:
     trace = node.meta.get("stack_trace") or ""
     lines = [line.strip() for line in trace.strip().splitlines() if line.strip()]
     return f"; at:\n{trace.rstrip()}" if lines else ""
+
+
+def outside_aten(graphs: Iterable[Any]) -> Sequence[str]:
+    """The operators of ``graphs`` outside ATen and pt2rt's own (``ns::name.overload``,
+    sorted): the runtime resolves them only in a process that registers them (torchvision's C++
+    library for ``torchvision::``) and refuses them unless the load allows them
+    (``LoadOptions::allow_operators``, ``export-cli --allow-op``)."""
+    names = set()
+    for g in graphs:
+        for node in g.module.graph.nodes:
+            if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+                continue
+            schema = node.target._schema
+            if schema.name.split("::")[0] not in ("aten", "pt2rt"):
+                names.add(schema.name + (f".{schema.overload_name}"
+                                         if schema.overload_name else ""))
+    return sorted(names)
 
 
 def check_graphs(graphs: Iterable[Any]) -> None:
