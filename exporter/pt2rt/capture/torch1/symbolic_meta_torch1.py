@@ -73,6 +73,7 @@ from typing import Any, Callable, Dict, Optional
 import torch
 
 from ...errors import ExportError
+from ..eager_paths import value_dependent_paths
 from . import symbolic_autograd_torch1 as autograd_ops
 
 aten = torch.ops.aten
@@ -415,7 +416,8 @@ def no_symbolic_rule(e: BaseException, model: torch.nn.Module, what: str) -> Non
     if not any(m in text for m in _MARKERS):
         return
     name = _failing_op(e) or "an operator"
+    hints = "".join(f"; {h}" for h in value_dependent_paths(model, e.__traceback__))
     raise ExportError(f"pt2rt.export: dynamic_shapes: {name} has no symbolic-shape rule on "
                       f"torch {torch.__version__} (tracing {type(model).__name__}, {what}: "
                       f"{text.splitlines()[0] if text else type(e).__name__}); the model can "
-                      "still be exported with static shapes (dynamic_shapes=None)") from e
+                      f"still be exported with static shapes (dynamic_shapes=None){hints}") from e

@@ -200,8 +200,10 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
                 "program cannot declare and pt2rt cannot bound at load; compute a fixed-size "
                 "result instead (e.g. torch.where(mask, x, 0) for x[mask] / masked_select); "
                 f"at:\n{user_stack_of(e.__traceback__)}") from e
+        hints = "".join(f"; {h}" for h in value_dependent_paths(model, e.__traceback__))
         raise CaptureError(f"pt2rt.export: cannot trace {type(model).__name__} ({what}) with "
-                           f"aot_export_joint_with_descriptors: {type(e).__name__}: {e}") from e
+                           f"aot_export_joint_with_descriptors: {type(e).__name__}: {e}"
+                           f"{hints}") from e
 
 
 def _merge_tied_weights(gm: fx.GraphModule, canonical: Dict[str, str]) -> None:
