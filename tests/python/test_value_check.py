@@ -93,9 +93,9 @@ def test_nested_tensor_fast_path_is_refused_with_the_remedy():
     with pytest.raises(CaptureError, match="nn.TransformerEncoder .*nested tensor.*"
                                            "enable_nested_tensor=False"):
         pt2rt.export(model, args, kwargs)
-    # with a dynamic batch, lane 2's trace fails on the nested-tensor op itself: the same hint
-    dims = {"src": {0: pt2rt.Dim("batch", min=1, max=8)}, "src_key_padding_mask": {0: None}}
-    dims["src_key_padding_mask"] = {0: dims["src"][0]}
+    # with a dynamic batch the traces fail on the nested-tensor op itself: the same hint
+    batch = pt2rt.Dim("batch", min=1, max=8)
+    dims = {"src": {0: batch}, "src_key_padding_mask": {0: batch}}
     with pytest.raises((CaptureError, pt2rt.ExportError),
                        match="enable_nested_tensor=False"):
         pt2rt.export(model, args, kwargs, dynamic_shapes=dims)
