@@ -269,3 +269,23 @@ def test_custom_operators_are_named_at_export():
     with pytest.warns(UserWarning, match=r"operators outside ATen: .*torchvision::roi_align.*"
                                          r"--allow-op"):
         pt2rt.export(RoiHead(), (torch.randn(1, 3, 8, 8), boxes), bundle_examples=False)
+
+
+class Orthogonal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.utils.parametrizations.orthogonal(nn.Linear(6, 6))
+
+    def forward(self, x):
+        return self.l(x)
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2,
+                    reason="torch >= 2 traces matrix_exp with symbolic shapes")
+def test_dynamic_export_names_the_op_without_a_symbolic_rule():
+    """torch 1.13's symbolic trace reports some missing kernels only as "could not find
+    kernel": the refusal names the op (the orthogonal parametrization's matrix_exp)."""
+    with pytest.raises(pt2rt.ExportError, match=r"aten.linalg_matrix_exp.default has no "
+                                                r"symbolic-shape rule"):
+        pt2rt.export(Orthogonal(), (torch.randn(3, 6),),
+                     dynamic_shapes={"x": {0: pt2rt.Dim("batch", min=1, max=8)}})
