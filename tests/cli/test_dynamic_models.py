@@ -18,8 +18,8 @@ from conftest import eager_train_step, save_tensors
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 # torch 1.13: models whose export stops at an op without a symbolic-shape rule
-# (exporter/pt2rt/capture/torch1/symbolic_meta_torch1.py); none of these any more
-REFUSED_ON_1_13 = {}
+# (exporter/pt2rt/capture/torch1/symbolic_meta_torch1.py)
+REFUSED_ON_1_13 = {"upsample_x2": "F.interpolate with a scale_factor on symbolic sizes"}
 
 
 def _case(name):
@@ -131,11 +131,29 @@ class SizeArithmetic(torch.nn.Module):
         return out
 
 
+class Upsampler(torch.nn.Module):
+    """x2 bicubic upsampling of a feature map with dynamic height and width: torch >= 2
+    computes the output size as trunc(sym_float(h) * 2.0) (graph_passes.
+    integral_sizes_without_floats writes it as h * 2)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.head = torch.nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        up = torch.nn.functional.interpolate(self.conv(x), scale_factor=2, mode="bicubic",
+                                             align_corners=False)
+        return self.head(torch.relu(up))
+
+
 BATCH = pt2rt.Dim("batch", min=1, max=8)
 # mobilenet_v2 at batch 1 in training mode normalises 2x2 values per channel in its last blocks:
 # eager float32 itself is then 3e-3 off float64 in the stem's weight gradient (ill-conditioned)
 BATCH_BN = pt2rt.Dim("batch", min=2, max=8)
 SEQ = pt2rt.Dim("seq", min=2, max=12)
+SIDE, SIDE2 = pt2rt.Dim("height", min=4, max=16), pt2rt.Dim("width", min=4, max=16)
 
 # name: (build, example input shape, dynamic_shapes, shapes to run at, out-of-range shape)
 CASES = {
@@ -158,6 +176,8 @@ CASES = {
                 [(1, 2, 8), (3, 7, 8), (8, 12, 8)], (2, 13, 8)),
     "size_arithmetic": (SizeArithmetic, (3, 5, 8), ({0: BATCH, 1: SEQ},),
                         [(1, 2, 8), (2, 7, 8), (8, 12, 8)], (2, 13, 8)),
+    "upsample_x2": (Upsampler, (2, 3, 6, 7), ({2: SIDE, 3: SIDE2},),
+                    [(2, 3, 4, 4), (1, 3, 5, 9), (2, 3, 16, 16)], (1, 3, 17, 4)),
 }
 OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "mobilenet_v2": "dim 0: batch = 1 is outside [2, 8]",
@@ -167,7 +187,8 @@ OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "lstm_seq_tagger": "dim 0: seq = 13 is outside [2, 12]",
                 "gru_seq": "dim 1: seq = 13 is outside [2, 12]",
                 "rnn_seq": "dim 1: seq = 13 is outside [2, 12]",
-                "size_arithmetic": "dim 1: seq = 13 is outside [2, 12]"}
+                "size_arithmetic": "dim 1: seq = 13 is outside [2, 12]",
+                "upsample_x2": "dim 2: height = 17 is outside [4, 16]"}
 
 
 @pytest.fixture(scope="module", params=[_case(n) for n in sorted(CASES)])

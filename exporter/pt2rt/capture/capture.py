@@ -29,7 +29,7 @@ from ..ir.graph_ir import (CapturedProgram, ConstantTable, ExportSignature, Grap
 from ..ir.input_spec import InputSpec, flatten as flatten_input
 from ..passes import export_policy
 from ..passes.annotate import annotate
-from ..passes.graph_passes import (symint_operands_as_tensors,
+from ..passes.graph_passes import (integral_sizes_without_floats, symint_operands_as_tensors,
                                    zero_tangents_of_parameter_mutations)
 from ..passes.partition import PARTITIONERS, partition
 from . import portability
@@ -255,7 +255,8 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                     zero_tangents_of_parameter_mutations(fw_bw[-1])
                     graphs.extend(fw_bw)
             for g in graphs:
-                if symint_operands_as_tensors(g.module.graph):
+                if integral_sizes_without_floats(g.module.graph) + \
+                        symint_operands_as_tensors(g.module.graph):
                     g.module.recompile()
             portability.check_portable(graphs)
             export_policy.check_graphs(graphs)  # what the runtime would refuse at load

@@ -72,6 +72,10 @@ class SymbolTable:
                                   "marked input dim (a data-dependent size?)")
             return SymExpr(SYMBOL, symbol=self.index_[e])
         name = type(e).__name__
+        if name in _ROUNDINGS and len(e.args) == 1:
+            whole = _without_whole_floats(e.args[0])
+            if whole is not None:  # rounding a whole number: trunc(2.0 * s) is 2 * s
+                return self.expr(whole, what)
         if isinstance(e, sympy.Pow) and getattr(e.exp, "is_Integer", False) and int(e.exp) >= 1:
             return _fold(MUL, [self.expr(e.base, what)] * int(e.exp))   # seq**2 = seq * seq
         ops = [self.expr(a, what) for a in e.args]
@@ -111,6 +115,27 @@ class SymbolTable:
 # ``PySymInt``) or the ``PySymInt`` itself (``meta['val']`` of SymInt arithmetic nodes), whose
 # ``expr`` is the sympy expression and whose ShapeEnv gives the hint
 # (torch/fx/experimental/symbolic_shapes.py of each version).
+# sympy's and torch's (torch.utils._sympy.functions) roundings to an integer
+_ROUNDINGS = {"TruncToInt", "FloorToInt", "CeilToInt", "RoundToInt", "floor", "ceiling"}
+
+
+def _without_whole_floats(e: Any) -> Any:
+    """``e`` with its whole-number floats as integers and ``ToFloat(x)`` as ``x``, when that
+    leaves an expression of integers and symbols only (no other float, no fraction): then it
+    is integral and rounding it changes nothing (``F.interpolate(scale_factor=2)``'s output
+    size, ``TruncToInt(2.0 * ToFloat(s0))``). None otherwise."""
+    import sympy
+    e = e.replace(lambda x: type(x).__name__ == "ToFloat" and len(x.args) == 1,
+                  lambda x: x.args[0])
+    floats = e.atoms(sympy.Float)
+    if any(not float(f).is_integer() for f in floats):
+        return None
+    e = e.xreplace({f: sympy.Integer(int(f)) for f in floats})
+    if any(not r.is_integer for r in e.atoms(sympy.Rational)) or e.atoms(sympy.Float):
+        return None
+    return e
+
+
 def is_symint(v: Any) -> bool:
     import torch
     if isinstance(v, (bool, int)):

@@ -33,6 +33,15 @@ or bool tensor (a 0-dim integer tensor does not raise a floating one's dtype; it
 one int64), the other operand's own dtype beside an integer one (so 0-dim operands too keep
 it).
 
+``integral_sizes_without_floats``: with a dynamic spatial dim, ``F.interpolate(x,
+scale_factor=2)``'s decomposition (torch >= 2) computes the output size as
+``math.trunc(torch.sym_float(s) * 2.0)``, size arithmetic through a float that the archive's
+SymInt ops (``sym::add`` ... ``sym::floordiv``) do not have. Where the float factor is a whole
+number the result is ``s * 2`` exactly (for sizes below 2^53), which they do: each
+``trunc`` / ``floor`` / ``ceil`` of ``sym_float(s) * c`` (or ``c * sym_float(s)``, or of
+``sym_float(s)`` alone) with integral ``c`` becomes ``s * int(c)``. Other factors are left (and
+refused by the lowering, naming the node).
+
 ``slice_backward_sums_as_cat``: a sum of ``slice_backward``s tiling a dim is the ``cat`` of the
 pieces (see its docstring).
 
@@ -45,6 +54,9 @@ it becomes ``aten.zeros`` of the parameter's shape, and the archive's backward k
 tangents of Plain outputs only (the runtime's calling convention).
 """
 from __future__ import annotations
+
+import math
+import operator
 
 import torch
 import torch.fx as fx
@@ -109,6 +121,53 @@ def upsample_backward_without_vec(graph: fx.Graph) -> int:
         per_dim = [float(v) for v in scales] if scales is not None else [None] * spatial
         node.target = default
         node.args = (grad, list(output_size), list(input_size), *align, *per_dim)
+        done += 1
+    return done
+
+
+_ROUNDINGS = {math.trunc, math.floor, math.ceil}
+
+
+def _integral_product(node):
+    """(s, k) when ``node`` is ``sym_float(s)``, ``sym_float(s) * c`` or ``c * sym_float(s)``
+    with a whole-number float ``c`` (k = int(c)); else None."""
+    sym_float = getattr(torch, "sym_float", None)
+    if not isinstance(node, fx.Node) or node.op != "call_function" or sym_float is None:
+        return None
+    if node.target is sym_float:
+        return node.args[0], 1
+    if node.target is operator.mul and len(node.args) == 2:
+        for f, c in (node.args, node.args[::-1]):
+            if isinstance(f, fx.Node) and f.op == "call_function" and f.target is sym_float \
+                    and isinstance(c, (int, float)) and not isinstance(c, bool) \
+                    and float(c).is_integer():
+                return f.args[0], int(c)
+    return None
+
+
+def integral_sizes_without_floats(graph: fx.Graph) -> int:
+    """Rewrites rounded whole-number multiples of ``sym_float(s)`` to SymInt products (see the
+    module docstring), in place; returns how many."""
+    done = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in _ROUNDINGS or len(node.args) != 1:
+            continue
+        found = _integral_product(node.args[0])
+        if found is None or not _is_symint_node(found[0]):
+            continue
+        size, k = found
+        with graph.inserting_before(node):
+            product = graph.call_function(operator.mul, (size, k)) if k != 1 else size
+        if product is not size:
+            product.meta["val"] = size.meta["val"] * k
+        node.replace_all_uses_with(product)
+        dead = [node]
+        while dead:  # the rounding, then the float product and sym_float once unused
+            n = dead.pop()
+            inputs = [a for a in n.args if isinstance(a, fx.Node)]
+            graph.erase_node(n)
+            dead += [a for a in inputs if not a.users and a.op == "call_function"
+                     and _integral_product(a) is not None]
         done += 1
     return done
 

@@ -325,8 +325,14 @@ class GraphLowering:
     def _lower_op(self, node: fx.Node) -> None:
         target = node.target
         if not isinstance(target, torch._ops.OpOverload):
-            raise ExportError(f"pt2rt: node {node.name}: unsupported FX target {target!r} "
-                              f"({node.format_node()}); only ATen op overloads are exported")
+            floating = target in (getattr(torch, "sym_float", None), operator.truediv)
+            raise ExportError(
+                f"pt2rt: node {node.name}: unsupported FX target {target!r} "
+                f"({node.format_node()}); only ATen op overloads are exported"
+                + ("; this is size arithmetic in floating point (e.g. F.interpolate's "
+                   "scale on a dynamic dim: nearest and bilinear modes compute input size / "
+                   "output size), which an archive's SymInt ops cannot express: mark the dims "
+                   "that reach it static" if floating else ""))
         schema = target._schema
         native = SYM_QUERIES.get(schema.name)
         if native is not None:  # portable: pt2rt's sym:: op, not the torch-version ATen name
