@@ -68,6 +68,25 @@ std::vector<uint8_t> strip_training(const uint8_t* data, size_t size,
                                 return g->role != fb::GraphRole::Inference;
                               }),
                graphs.end());
+  // The operators only the removed graphs called go too (the table keeps its order; node op
+  // indices are renumbered): loading resolves every operator of the table, so a deployment
+  // copy would otherwise still need a backward kernel the running LibTorch may lack (torch
+  // 1.13's prelu_backward on LibTorch 2.x, a custom op's backward).
+  std::vector<bool> used(obj->operators.size(), false);
+  for (const auto& g : graphs) {
+    for (const auto& n : g->nodes) used[n->op] = true;  // decode_program checked the range
+  }
+  std::vector<uint32_t> renumbered(obj->operators.size(), 0);
+  std::vector<std::unique_ptr<fb::OperatorT>> kept;
+  for (size_t i = 0; i < obj->operators.size(); ++i) {
+    if (!used[i]) continue;
+    renumbered[i] = static_cast<uint32_t>(kept.size());
+    kept.push_back(std::move(obj->operators[i]));
+  }
+  obj->operators = std::move(kept);
+  for (auto& g : graphs) {
+    for (auto& n : g->nodes) n->op = renumbered[n->op];
+  }
   for (auto& ex : obj->examples) {
     if (!ex->references) continue;  // the eval-mode outputs stay: the weights are the same
     ex->references->train_outputs.clear();

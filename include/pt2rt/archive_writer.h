@@ -92,8 +92,10 @@ std::vector<uint8_t> drop_example_references(const uint8_t* data, size_t size,
 /// Returns `program.fb` bytes for deployment (ONNX Runtime's "export for inferencing"
 /// analogue): only the inference graph is kept (forward, backward and joint graphs are
 /// removed) and the bundled examples keep their inputs and eval-mode output references but
-/// lose the training ones (train-mode outputs, cotangents, gradients, buffers). Weights,
-/// operators, symbols and metadata are unchanged. Same object-API round trip as
+/// lose the training ones (train-mode outputs, cotangents, gradients, buffers); operators
+/// only the removed graphs call leave the table (loading needs every operator of the table:
+/// the copy then loads where those backward kernels are missing). Weights, symbols and
+/// metadata are unchanged. Same object-API round trip as
 /// drop_example_references.
 /// @throws InputError when the program has no inference graph; FormatError as
 ///   drop_example_references.

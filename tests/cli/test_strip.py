@@ -46,3 +46,24 @@ def test_strip_errors(cli, archives, tmp_path):
     cli.usage_error("strip", train_only, tmp_path / "o.pt2", "--inference-only",
                     mentions=["no inference graph"])
     assert not (tmp_path / "o.pt2").exists()
+
+
+def _operators(path):
+    from pt2rt.format.archive import ArchiveReader
+    from pt2rt.format.deserialize import read_program
+    with ArchiveReader(str(path)) as reader:
+        return {o.qualified() for o in read_program(reader.read("program.fb")).operators}
+
+
+def test_strip_drops_the_operators_only_training_graphs_call(cli, archives, tmp_path):
+    """Loading resolves every operator of the table, so the deployment copy keeps only the
+    inference graph's: it then loads on a LibTorch that lacks a backward kernel (torch 1.13's
+    prelu_backward on LibTorch 2.x, a custom op's backward)."""
+    a = archives.get("cnn_bn")
+    out = tmp_path / "deploy.pt2"
+    cli.ok("strip", a.path, out, "--inference-only")
+    before, after = _operators(a.path), _operators(out)
+    assert "aten::convolution_backward" in before and "aten::convolution" in after
+    assert not [o for o in after if "backward" in o], after
+    assert after < before
+    assert "OK:" in cli.ok("verify", out).out
