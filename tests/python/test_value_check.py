@@ -222,7 +222,8 @@ def _grads(scale_b: float = 1.0, noise_on_bias: float = 0.0):
     torch.manual_seed(0)
     eager = EagerTrainRun(outputs=[], diff=[0], param_grads={
         "a.weight": torch.randn(4, 4) * 1e4, "a.bias": torch.randn(4) * 1e4,
-        "b.weight": torch.randn(2, 4), "b.bias": torch.randn(2)}, input_grads={0: torch.randn(3, 4)})
+        "b.weight": torch.randn(2, 4), "b.bias": torch.randn(2)},
+        input_grads={0: torch.randn(3, 4)})
     got = {k: v.clone() for k, v in eager.param_grads.items()}
     got["b.weight"] = got["b.weight"] * scale_b
     got["b.bias"] = got["b.bias"] + noise_on_bias * torch.randn(2)

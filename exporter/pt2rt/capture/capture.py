@@ -37,9 +37,9 @@ from .dynamic import flatten_structured as flatten_structured_shapes
 from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_paths import value_dependent_paths
 from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_eval_outputs, eager_train_run
-from .fidelity import (check_buffer_values, check_gradient_paths, check_gradient_values, check_no_aliased_constants,
-                       check_output_types, check_output_values, check_same_structure,
-                       check_tangents)
+from .fidelity import (check_buffer_values, check_gradient_paths, check_gradient_values,
+                       check_no_aliased_constants, check_output_types, check_output_values,
+                       check_same_structure, check_tangents)
 from .model_call import restored_attributes
 
 

@@ -25,8 +25,9 @@
   forward); ``check_buffer_values`` the same for every buffer after the training step (eager
   updates BatchNorm statistics a second time when the backward recomputes a checkpointed
   region; AOTAutograd's graphs once), and ``check_gradient_values`` for the backward graph's
-  gradients of parameters and user inputs (ones as output gradients, as eager's run). A capture that took another path than eager did
-  (``eager_paths.py``) is refused instead of exported. The bound is loose (``VALUE_RTOL``:
+  gradients of parameters and user inputs (ones as output gradients, as eager's run). A
+  capture that took another path than eager did (``eager_paths.py``) is refused instead of
+  exported. The bound is loose (``VALUE_RTOL``:
   the RMS of the difference within 1 % of the RMS of eager's output; integer outputs: at most
   1 % of the elements differ): the graphs may compute with other decompositions and kernels
   than eager, whose rounding (~1e-6 relative in float32) deep or iterative models amplify,
@@ -238,7 +239,8 @@ def _gradient_difference(got: torch.Tensor, want: torch.Tensor, want_norm: float
     if got.shape == want.shape and got.dtype == want.dtype and math.isfinite(want_norm) \
             and want.numel():
         diff = float(torch.linalg.vector_norm(got - want.to(got.device)))
-        if math.isfinite(diff) and diff <= VALUE_RTOL * want_norm + atol * math.sqrt(want.numel()):
+        bound = VALUE_RTOL * want_norm + atol * math.sqrt(want.numel())  # value_difference's
+        if math.isfinite(diff) and diff <= bound:                          # bound, as norms
             return None
     return value_difference(got, want, atol=atol)
 

@@ -203,7 +203,9 @@ def _node_value(node: Any) -> Any:
     return None
 
 
-def _dtype_of(arg: Any) -> Optional[torch.dtype]:
+def dtype_of(arg: Any) -> Optional[torch.dtype]:
+    """The dtype an FX node's recorded value has (``meta['val']``, else ``tensor_meta``);
+    None for a non-node or a node that is not a tensor."""
     v = _node_value(arg) if isinstance(arg, torch.fx.Node) else None
     return getattr(v, "dtype", None)
 
@@ -241,7 +243,7 @@ def node_refusal(node: Any) -> Optional[str]:
     if name == "aten::index":
         for a, v in bound:
             for e in (v if isinstance(v, (list, tuple)) else ()):
-                if _dtype_of(e) in (torch.bool, torch.uint8):
+                if dtype_of(e) in (torch.bool, torch.uint8):
                     return "indexes with a boolean mask, whose result size depends on tensor data"
     training = None  # `training` (native_batch_norm) or `train` (its backward)
     for a, v in bound:

@@ -62,6 +62,8 @@ import torch
 import torch.fx as fx
 
 from ..ir.descriptors import InputKind, OutputKind
+from ..ir.symbols import is_symint
+from .export_policy import dtype_of
 
 _BN_BACKWARD = torch.ops.aten.native_batch_norm_backward.default
 _BERNOULLI_INPLACE = torch.ops.aten.bernoulli_.float
@@ -173,13 +175,7 @@ def integral_sizes_without_floats(graph: fx.Graph) -> int:
 
 
 def _is_symint_node(v) -> bool:
-    from ..ir.symbols import is_symint
     return isinstance(v, fx.Node) and is_symint(v.meta.get("val"))
-
-
-def _tensor_dtype(v):
-    val = v.meta.get("val", v.meta.get("tensor_meta")) if isinstance(v, fx.Node) else None
-    return getattr(val, "dtype", None)
 
 
 def symint_operands_as_tensors(graph: fx.Graph) -> int:
@@ -191,11 +187,11 @@ def symint_operands_as_tensors(graph: fx.Graph) -> int:
         if schema is None:
             continue
         args = list(node.args)
-        tensors = [a for a in args if isinstance(a, fx.Node) and _tensor_dtype(a) is not None]
+        tensors = [a for a in args if dtype_of(a) is not None]
         for i, (sa, v) in enumerate(zip(schema.arguments, args)):
             if sa.type.kind() != "TensorType" or not _is_symint_node(v):
                 continue
-            other = _tensor_dtype(tensors[0]) if tensors else None
+            other = dtype_of(tensors[0]) if tensors else None
             integral = other is not None and not other.is_floating_point and \
                 not other.is_complex and other is not torch.bool
             dtype = other if integral else torch.int64
