@@ -148,6 +148,26 @@ class Upsampler(torch.nn.Module):
         return self.head(torch.relu(up))
 
 
+class SegmentationHead(torch.nn.Module):
+    """A segmentation head's upsampling back to the input's height and width, as torchvision's
+    FCN, DeepLabV3 and LRASPP do (``F.interpolate(x, size=input.shape[-2:])``), with both
+    dynamic: on torch >= 2 ATen's upsample kernels with SymInt sizes (ops/upsample_ops.py),
+    where torch._decomp's index math needed size / size in floating point."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.head = torch.nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        y = self.head(torch.relu(self.conv(x)))
+        size = x.shape[-2:]
+        return (torch.nn.functional.interpolate(y, size=size, mode="bilinear",
+                                                align_corners=False)
+                + torch.nn.functional.interpolate(y, size=size, mode="nearest"))
+
+
 BATCH = pt2rt.Dim("batch", min=1, max=8)
 # mobilenet_v2 at batch 1 in training mode normalises 2x2 values per channel in its last blocks:
 # eager float32 itself is then 3e-3 off float64 in the stem's weight gradient (ill-conditioned)
@@ -178,6 +198,8 @@ CASES = {
                         [(1, 2, 8), (2, 7, 8), (8, 12, 8)], (2, 13, 8)),
     "upsample_x2": (Upsampler, (2, 3, 6, 7), ({2: SIDE, 3: SIDE2},),
                     [(2, 3, 4, 4), (2, 3, 5, 9), (2, 3, 16, 16)], (2, 3, 17, 4)),
+    "segmentation_hw": (SegmentationHead, (2, 3, 6, 7), ({2: SIDE, 3: SIDE2},),
+                        [(2, 3, 4, 4), (2, 3, 5, 9), (2, 3, 16, 16)], (2, 3, 4, 17)),
 }
 OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "mobilenet_v2": "dim 0: batch = 1 is outside [2, 8]",
@@ -188,7 +210,8 @@ OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "gru_seq": "dim 1: seq = 13 is outside [2, 12]",
                 "rnn_seq": "dim 1: seq = 13 is outside [2, 12]",
                 "size_arithmetic": "dim 1: seq = 13 is outside [2, 12]",
-                "upsample_x2": "dim 2: height = 17 is outside [4, 16]"}
+                "upsample_x2": "dim 2: height = 17 is outside [4, 16]",
+                "segmentation_hw": "dim 3: width = 17 is outside [4, 16]"}
 
 
 @pytest.fixture(scope="module", params=[_case(n) for n in sorted(CASES)])

@@ -64,6 +64,7 @@ from ...ops.decompositions import (linalg_checks_as_asserts, lstm_final_state_fi
 from ...ops.attention_ops import attention_ops
 from ...ops.rnn_ops import has_lstm, sequence_modes
 from ...ops.traceable_ops import TORCH2_OPS, TraceableOps
+from ...ops.upsample_ops import upsample_as_kernels
 from ...passes.graph_passes import drop_unused_batch_norm_stats
 from ..call_names import FailingCall
 from ..eager_paths import value_dependent_paths
@@ -168,7 +169,8 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
     try:
         with _mode(model, train), grad_mode, capturable(model), _views_as_copies(model), \
                 aliases_follow_substitution(model), lstm_final_state_fix(), \
-                linalg_checks_as_asserts(), provenance.recording(), attention_ops() as attention, \
+                linalg_checks_as_asserts(), upsample_as_kernels(), provenance.recording(), \
+                attention_ops() as attention, \
                 during_forward(model, [*sequence, *attention, provenance.mode(), calls,
                                        TraceableOps(TORCH2_OPS)]), \
                 contextlib.ExitStack() as stack:
