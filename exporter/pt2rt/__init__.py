@@ -13,6 +13,7 @@ Pipeline: ``capture`` (joint trace, descriptors) -> ``partition`` (forward/backw
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -20,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 
 from .capture.dynamic import DerivedDim, Dim
+from .capture.none_outputs import NoneLeaves, none_outputs_dropped
 from .errors import CaptureError, ExportError, ExportTypeError, FormatError, InputError
 from .format.reader import LoadedArchive, load
 from .ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
@@ -193,10 +195,6 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
         ExportError: bad arguments (unknown partitioner, nothing to export, signature mismatch).
         CaptureError: the model cannot be traced (the message has the original error).
     """
-    from .capture.capture import capture
-    from .capture.examples import eager_example
-    from .passes.run_bounds import warn_if_over_bounds
-    from .format.serialize import build_program, write_program
 
     # Progress of a long export on logger "pt2rt.export" (INFO; `python -m pt2rt save` and
     # `export-cli save` show it).
@@ -206,10 +204,26 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     log.info("capturing %s with torch %s (%s)", type(model).__name__, torch.__version__,
              ", ".join(g for g, on in (("training graphs", train), ("inference graph", inference))
                        if on) or "no graphs")
+    with none_outputs_dropped(model) as none_leaves:  # torch.export allows None outputs
+        return _export(model, args, kwargs, train, inference, partitioner, decompositions,
+                       optimize_inference, dynamic_shapes, bundle_examples, float64_references,
+                       full_references, log, start, none_leaves)
+
+
+def _export(model, args, kwargs, train, inference, partitioner, decompositions,
+            optimize_inference, dynamic_shapes, bundle_examples, float64_references,
+            full_references, log, start, none_leaves: NoneLeaves) -> "ExportedArchive":
+    """``export``'s body, while ``none_outputs_dropped`` holds (arguments as there)."""
+    from .capture.capture import capture
+    from .capture.examples import eager_example
+    from .passes.run_bounds import warn_if_over_bounds
+    from .format.serialize import build_program, write_program
     captured = capture(model, args, kwargs, train=train, inference=inference,
                        partitioner=partitioner, decompositions=decompositions,
                        optimize_inference=optimize_inference,
                        dynamic_shapes=dynamic_shapes)
+    if none_leaves.paths:  # where forward() returned None (ArchiveModule puts it back)
+        captured.metadata["none_outputs"] = json.dumps(none_leaves.paths)
     log.info("captured %s in %.1f s", ", ".join(
         f"{g.role.name.lower()} ({_op_nodes(g)} nodes)" for g in captured.graphs),
         time.perf_counter() - start)

@@ -11,7 +11,8 @@ module is expected.
   and/or by keyword, checked against the signature: ``pt2rt.InputError``) and returns the
   outputs in the original structure, rebuilt from ``Program.output_names``: ``['key']`` a dict,
   ``[i]`` a tuple, ``.field`` a ``types.SimpleNamespace`` (the pytree node's own class is not
-  stored), ``output`` the lone tensor;
+  stored), ``output`` the lone tensor; ``None`` where forward() returned it (metadata
+  ``none_outputs``, ``capture/none_outputs.py``);
 * ``eval()`` (the starting mode when the archive has an inference graph) runs the inference
   graph; ``train()`` runs the forward graph as one
   ``torch.autograd.Function`` whose backward is the archive's backward graph (what the C++
@@ -21,6 +22,7 @@ module is expected.
 """
 from __future__ import annotations
 
+import json
 import re
 import types
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -74,6 +76,20 @@ def unflatten(values: Sequence[Any], names: Sequence[str]) -> Any:
             return types.SimpleNamespace(**children)
         return children
     return build(list(zip(paths, values)))
+
+
+def none_paths(metadata: Dict[str, str]) -> List[str]:
+    """The paths of forward()'s ``None`` outputs (metadata ``none_outputs``, a JSON list of
+    output-name spellings); empty when absent or not such a list (untrusted input)."""
+    try:
+        paths = json.loads(metadata.get("none_outputs", "[]"))
+        if isinstance(paths, list) and all(isinstance(p, str) for p in paths):
+            for p in paths:
+                _path(p)
+            return paths
+    except ValueError:
+        pass
+    return []
 
 
 class _TrainingCall(torch.autograd.Function):
@@ -138,15 +154,17 @@ class ArchiveModule(torch.nn.Module):
         archive = self.archive
         names = archive.program.output_names or [f"[{i}]" for i in
                                                  range(len(archive.signature.outputs))]
+        nones = none_paths(archive.program.metadata)
+        names, pad = names + nones, [None] * len(nones)
         if not self.training:
             if archive.graph(GraphRole.Inference) is None:
                 raise RuntimeError("pt2rt: this archive has no inference graph (exported with "
                                    "inference=False); call .train() to run its forward graph")
-            return unflatten(archive.run_inference(*args, **kwargs), names)
+            return unflatten(list(archive.run_inference(*args, **kwargs)) + pad, names)
         if archive.graph(GraphRole.Forward) is None:
             raise RuntimeError("pt2rt: this archive has no training graphs (exported with "
                                "train=False); call .eval()")
         inputs = archive.user_inputs(args, kwargs)
         params = [self.get_parameter(fqn) for fqn in self.trainable_fqns()]
         outs = _TrainingCall.apply(self, len(inputs), *inputs, *params)
-        return unflatten(list(outs), names)
+        return unflatten(list(outs) + pad, names)
