@@ -22,6 +22,7 @@ import torch
 
 from .capture.dynamic import DerivedDim, Dim
 from .capture.none_outputs import NoneLeaves, none_outputs_dropped
+from .capture.specialized_inputs import scalars_specialized
 from .errors import CaptureError, ExportError, ExportTypeError, FormatError, InputError
 from .format.reader import LoadedArchive, load
 from .ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
@@ -204,15 +205,18 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     log.info("capturing %s with torch %s (%s)", type(model).__name__, torch.__version__,
              ", ".join(g for g, on in (("training graphs", train), ("inference graph", inference))
                        if on) or "no graphs")
-    with none_outputs_dropped(model) as none_leaves:  # torch.export allows None outputs
+    # as torch.export: None outputs allowed, Python scalar inputs specialized
+    with none_outputs_dropped(model) as none_leaves, \
+            scalars_specialized(model, args, kwargs) as (args, kwargs, specialized):
         return _export(model, args, kwargs, train, inference, partitioner, decompositions,
                        optimize_inference, dynamic_shapes, bundle_examples, float64_references,
-                       full_references, log, start, none_leaves)
+                       full_references, log, start, none_leaves, specialized)
 
 
 def _export(model, args, kwargs, train, inference, partitioner, decompositions,
             optimize_inference, dynamic_shapes, bundle_examples, float64_references,
-            full_references, log, start, none_leaves: NoneLeaves) -> "ExportedArchive":
+            full_references, log, start, none_leaves: NoneLeaves,
+            specialized: Dict[str, str]) -> "ExportedArchive":
     """``export``'s body, while ``none_outputs_dropped`` holds (arguments as there)."""
     from .capture.capture import capture
     from .capture.examples import eager_example
@@ -224,6 +228,7 @@ def _export(model, args, kwargs, train, inference, partitioner, decompositions,
                        dynamic_shapes=dynamic_shapes)
     if none_leaves.paths:  # where forward() returned None (ArchiveModule puts it back)
         captured.metadata["none_outputs"] = json.dumps(none_leaves.paths)
+    captured.metadata.update(specialized)
     log.info("captured %s in %.1f s", ", ".join(
         f"{g.role.name.lower()} ({_op_nodes(g)} nodes)" for g in captured.graphs),
         time.perf_counter() - start)

@@ -53,8 +53,8 @@ def test_not_a_module():
 
 def test_non_tensor_input_named():
     model, (x, y) = models.build("two_io")
-    with pytest.raises(pt2rt.ExportTypeError, match=r"input 'y' is a int"):
-        pt2rt.export(model, (x, 3))
+    with pytest.raises(pt2rt.ExportTypeError, match=r"input 'y' is a set"):
+        pt2rt.export(model, (x, {3}))  # a Python scalar would be specialized (torch.export)
 
 
 def test_args_must_be_a_tuple():
