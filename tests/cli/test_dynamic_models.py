@@ -19,7 +19,8 @@ from conftest import eager_train_step, save_tensors
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 # torch 1.13: models whose export stops at an op without a symbolic-shape rule
 # (exporter/pt2rt/capture/torch1/symbolic_meta_torch1.py)
-REFUSED_ON_1_13 = {"upsample_x2": "F.interpolate with a scale_factor on symbolic sizes"}
+REFUSED_ON_1_13 = {"upsample_x2": "F.interpolate with a scale_factor on symbolic sizes",
+                   "resample_fractional": "F.interpolate with a scale_factor on symbolic sizes"}
 
 
 def _case(name):
@@ -168,6 +169,24 @@ class SegmentationHead(torch.nn.Module):
                 + torch.nn.functional.interpolate(y, size=size, mode="nearest"))
 
 
+class FractionalResampler(torch.nn.Module):
+    """Scale factors that are binary fractions on dynamic dims: floor(h * 0.5) and then
+    floor(floor(w * 0.5) * 1.5), written as h // 2 and ((w // 2) * 3) // 2 (graph_passes.
+    integral_sizes_without_floats, symbols.dyadic_ratio)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        down = torch.nn.functional.interpolate(y, scale_factor=0.5, mode="bilinear",
+                                               align_corners=False)
+        return torch.nn.functional.interpolate(torch.relu(down), scale_factor=(1.0, 1.5),
+                                               mode="nearest")
+
+
 BATCH = pt2rt.Dim("batch", min=1, max=8)
 # mobilenet_v2 at batch 1 in training mode normalises 2x2 values per channel in its last blocks:
 # eager float32 itself is then 3e-3 off float64 in the stem's weight gradient (ill-conditioned)
@@ -198,6 +217,8 @@ CASES = {
                         [(1, 2, 8), (2, 7, 8), (8, 12, 8)], (2, 13, 8)),
     "upsample_x2": (Upsampler, (2, 3, 6, 7), ({2: SIDE, 3: SIDE2},),
                     [(2, 3, 4, 4), (2, 3, 5, 9), (2, 3, 16, 16)], (2, 3, 17, 4)),
+    "resample_fractional": (FractionalResampler, (2, 3, 6, 7), ({2: SIDE, 3: SIDE2},),
+                            [(2, 3, 4, 4), (2, 3, 5, 9), (2, 3, 16, 15)], (2, 3, 3, 4)),
     "segmentation_hw": (SegmentationHead, (2, 3, 6, 7), ({2: SIDE, 3: SIDE2},),
                         [(2, 3, 4, 4), (2, 3, 5, 9), (2, 3, 16, 16)], (2, 3, 4, 17)),
 }
@@ -211,7 +232,8 @@ OUT_OF_RANGE = {"resnet18": "dim 0: batch = 9 is outside [1, 8]",
                 "rnn_seq": "dim 1: seq = 13 is outside [2, 12]",
                 "size_arithmetic": "dim 1: seq = 13 is outside [2, 12]",
                 "upsample_x2": "dim 2: height = 17 is outside [4, 16]",
-                "segmentation_hw": "dim 3: width = 17 is outside [4, 16]"}
+                "segmentation_hw": "dim 3: width = 17 is outside [4, 16]",
+                "resample_fractional": "dim 2: height = 3 is outside [4, 16]"}
 
 
 @pytest.fixture(scope="module", params=[_case(n) for n in sorted(CASES)])

@@ -76,6 +76,12 @@ class SymbolTable:
             whole = _without_whole_floats(e.args[0])
             if whole is not None:  # rounding a whole number: trunc(2.0 * s) is 2 * s
                 return self.expr(whole, what)
+            ratio = _dyadic_product(e.args[0])
+            if ratio is not None and name != "RoundToInt":  # trunc(1.5 * s) is (3 * s) // 2
+                x, num, den = ratio
+                product = _fold(MUL, [SymExpr(CONST, value=num), self.expr(x, what)])
+                return SymExpr(CEILDIV if name in ("CeilToInt", "ceiling") else FLOORDIV,
+                               operands=[product, SymExpr(CONST, value=den)])
         if isinstance(e, sympy.Pow) and getattr(e.exp, "is_Integer", False) and int(e.exp) >= 1:
             return _fold(MUL, [self.expr(e.base, what)] * int(e.exp))   # seq**2 = seq * seq
         ops = [self.expr(a, what) for a in e.args]
@@ -134,6 +140,40 @@ def _without_whole_floats(e: Any) -> Any:
     if any(not r.is_integer for r in e.atoms(sympy.Rational)) or e.atoms(sympy.Float):
         return None
     return e
+
+
+# A float factor m / 2^k whose numerator and denominator stay below this: m * size is exact in
+# float64 for any size below 2^31, so rounding the float product equals the integer division.
+DYADIC_LIMIT = 1 << 22
+
+
+def dyadic_ratio(c: float) -> Optional[tuple]:
+    """(m, d) with ``c == m / d`` exactly, 0 < m, d < DYADIC_LIMIT (a float is m / 2^k), else
+    None: ``floor(c * n) == (m * n) // d`` for every size n below 2^31."""
+    from fractions import Fraction
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 or c == float("inf"):
+        return None
+    f = Fraction(c)
+    if f.numerator >= DYADIC_LIMIT or f.denominator >= DYADIC_LIMIT:
+        return None
+    return f.numerator, f.denominator
+
+
+def _dyadic_product(e: Any) -> Any:
+    """(x, m, d) when ``e`` is ``c * x`` with c = m / d a ``dyadic_ratio`` and x the product of
+    the other factors (``ToFloat`` dropped; ``SymbolTable.expr`` converts x, nested roundings
+    included, and refuses what is not integral): ``F.interpolate(scale_factor=1.5)``'s output
+    size, ``TruncToInt(1.5 * ToFloat(s0))``. None otherwise."""
+    import sympy
+    if not isinstance(e, sympy.Mul):
+        return None
+    floats = [a for a in e.args if isinstance(a, sympy.Float)]
+    ratio = dyadic_ratio(float(floats[0])) if len(floats) == 1 else None
+    if ratio is None:
+        return None
+    rest = [a.args[0] if type(a).__name__ == "ToFloat" and len(a.args) == 1 else a
+            for a in e.args if a is not floats[0]]
+    return (sympy.Mul(*rest), *ratio)
 
 
 def is_symint(v: Any) -> bool:

@@ -25,8 +25,10 @@ For the duration of a capture (``upsample_as_kernels``):
 
 The graphs then hold ``aten.upsample_*.default`` in forward and ``aten.upsample_*_backward``
 in backward: the kernels eager runs on each device, with SymInt[] sizes, in both LibTorch 1.13
-and 2.x (torch 1.13's capture already records them). A non-whole scale factor on a dynamic dim
-still needs ``floor(size * scale)`` in floating point; the lowering refuses that, naming it.
+and 2.x (torch 1.13's capture already records them). A scale factor on a dynamic dim still
+makes ``floor(size * scale)`` in floating point: ``graph_passes.integral_sizes_without_floats``
+writes it as integer arithmetic for a short binary fraction (0.5, 1.5), and the lowering
+refuses any other, naming it.
 The Python kernels are put back on exit — the mechanism torch.export's own
 ``_override_composite_implicit_decomp`` uses to keep CompositeImplicitAutograd ops whole.
 No-op on torch 1.13 (no Python kernels there).

@@ -39,8 +39,12 @@ scale_factor=2)``'s decomposition (torch >= 2) computes the output size as
 SymInt ops (``sym::add`` ... ``sym::floordiv``) do not have. Where the float factor is a whole
 number the result is ``s * 2`` exactly (for sizes below 2^53), which they do: each
 ``trunc`` / ``floor`` / ``ceil`` of ``sym_float(s) * c`` (or ``c * sym_float(s)``, or of
-``sym_float(s)`` alone) with integral ``c`` becomes ``s * int(c)``. Other factors are left (and
-refused by the lowering, naming the node).
+``sym_float(s)`` alone) with integral ``c`` becomes ``s * int(c)``. A factor that is a short
+binary fraction (``scale_factor=1.5`` or ``0.5``: c = m / d exactly, m and d below 2^22,
+``symbols.dyadic_ratio``) makes ``(s * m) // d`` (floor, trunc: sizes are not negative) or
+``(s * m + d - 1) // d`` (ceil), equal to the float computation for sizes below 2^31. Other
+factors (1/3 is not a binary fraction) are left, and refused by the lowering, naming the
+node.
 
 ``slice_backward_sums_as_cat``: a sum of ``slice_backward``s tiling a dim is the ``cat`` of the
 pieces (see its docstring).
@@ -62,7 +66,7 @@ import torch
 import torch.fx as fx
 
 from ..ir.descriptors import InputKind, OutputKind
-from ..ir.symbols import is_symint
+from ..ir.symbols import dyadic_ratio, is_symint
 from .export_policy import dtype_of
 
 _BN_BACKWARD = torch.ops.aten.native_batch_norm_backward.default
@@ -131,19 +135,20 @@ _ROUNDINGS = {math.trunc, math.floor, math.ceil}
 
 
 def _integral_product(node):
-    """(s, k) when ``node`` is ``sym_float(s)``, ``sym_float(s) * c`` or ``c * sym_float(s)``
-    with a whole-number float ``c`` (k = int(c)); else None."""
+    """(s, m, d) when ``node`` is ``sym_float(s)``, ``sym_float(s) * c`` or ``c * sym_float(s)``
+    with a float ``c`` = m / d exactly (``symbols.dyadic_ratio``; d = 1 for a whole number);
+    else None."""
     sym_float = getattr(torch, "sym_float", None)
     if not isinstance(node, fx.Node) or node.op != "call_function" or sym_float is None:
         return None
     if node.target is sym_float:
-        return node.args[0], 1
+        return node.args[0], 1, 1
     if node.target is operator.mul and len(node.args) == 2:
         for f, c in (node.args, node.args[::-1]):
-            if isinstance(f, fx.Node) and f.op == "call_function" and f.target is sym_float \
-                    and isinstance(c, (int, float)) and not isinstance(c, bool) \
-                    and float(c).is_integer():
-                return f.args[0], int(c)
+            if isinstance(f, fx.Node) and f.op == "call_function" and f.target is sym_float:
+                ratio = dyadic_ratio(c)
+                if ratio is not None:
+                    return (f.args[0], *ratio)
     return None
 
 
@@ -157,11 +162,18 @@ def integral_sizes_without_floats(graph: fx.Graph) -> int:
         found = _integral_product(node.args[0])
         if found is None or not _is_symint_node(found[0]):
             continue
-        size, k = found
+        size, m, d = found
+        val = size.meta["val"]
         with graph.inserting_before(node):
-            product = graph.call_function(operator.mul, (size, k)) if k != 1 else size
-        if product is not size:
-            product.meta["val"] = size.meta["val"] * k
+            product = graph.call_function(operator.mul, (size, m)) if m != 1 else size
+            if product is not size:
+                product.meta["val"] = val = val * m
+            if d != 1:
+                if node.target is math.ceil:
+                    product = graph.call_function(operator.add, (product, d - 1))
+                    product.meta["val"] = val = val + (d - 1)
+                product = graph.call_function(operator.floordiv, (product, d))
+                product.meta["val"] = val // d
         node.replace_all_uses_with(product)
         dead = [node]
         while dead:  # the rounding, then the float product and sym_float once unused

@@ -330,10 +330,10 @@ class GraphLowering:
                 f"pt2rt: node {node.name}: unsupported FX target {target!r} "
                 f"({node.format_node()}); only ATen op overloads are exported"
                 + ("; this is size arithmetic in floating point (e.g. F.interpolate with a "
-                   "scale_factor that is not a whole number on a dynamic dim: floor(size * "
-                   "scale)), which an archive's SymInt ops cannot express: pass size= (e.g. "
-                   "size=(h * 3 // 2, w * 3 // 2)) or mark the dims that reach it static"
-                   if floating else ""))
+                   "scale_factor that is not a short binary fraction, such as 1/3, on a "
+                   "dynamic dim: floor(size * scale)), which an archive's SymInt ops cannot "
+                   "express: pass size= (e.g. size=(h // 3, w // 3)) or mark the dims that "
+                   "reach it static" if floating else ""))
         schema = target._schema
         native = SYM_QUERIES.get(schema.name)
         if native is not None:  # portable: pt2rt's sym:: op, not the torch-version ATen name
