@@ -70,3 +70,32 @@ def test_one_hot_without_num_classes_is_refused():
             return torch.nn.functional.one_hot(y).float()
     with pytest.raises(pt2rt.ExportError, match="one_hot"):
         pt2rt.export(NoNumClasses(), (torch.tensor([0, 2, 1]),), train=False)
+
+
+def test_repeat_interleave_with_an_int_is_static_on_both_lanes(tmp_path):
+    """``repeat_interleave`` with a Python int (grouped-query attention's key/value heads):
+    torch 1.13 traced it through ``repeat_interleave.Tensor``, whose result size depends on
+    data, and the export was refused; it is now expand + flatten there
+    (``traceable_ops.repeat_interleave``), with eager's values and gradients."""
+    class Repeats(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.l = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.l(x)
+            return (y.repeat_interleave(3, 1), torch.repeat_interleave(y, 2, dim=-1),
+                    y.repeat_interleave(2))
+    model, x = Repeats(), torch.randn(2, 3, 4)
+    path = str(tmp_path / "r.pt2")
+    pt2rt.export(model, (x,)).save(path)
+    loaded = pt2rt.load(path)
+    want = model(x)
+    for got, w in zip(loaded.run_inference(x), want):
+        assert torch.equal(got, w.detach())
+    cot = [torch.randn_like(w) for w in want]
+    torch.autograd.backward(list(want), cot)
+    step = loaded.train_step(x, grad_outputs=cot)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(step.grads[name], p.grad)

@@ -19,7 +19,7 @@ Per lane (the other lane captures the torch op itself):
 
 * torch 1.13 (``capture_torch1``): ``quantile``, ``nanquantile``, ``cov``, ``corrcoef``,
   ``F.gaussian_nll_loss``, ``combinations``, ``masked_scatter``, ``F.cross_entropy`` with
-  ``label_smoothing``;
+  ``label_smoothing``, ``repeat_interleave`` with an int;
 * torch 2.x (``capture_torch2``): ``cov``, ``corrcoef``, ``F.gaussian_nll_loss``.
 
 The formulas follow ATen (``aten/src/ATen/native/Sorting.cpp`` ``quantile_compute``,
@@ -255,12 +255,32 @@ def masked_scatter(input, mask, source):
 
 
 # ---------------------------------------------------------------------------
+# repeat_interleave with a Python int (torch 1.13 traces it through repeat_interleave.Tensor,
+# whose result size depends on the repeats' values) as unsqueeze + expand + flatten: the same
+# elements in the same order (x[i] repeated r times along dim), its gradient the sum over the
+# copies, as eager's index_select backward gives. Grouped-query attention repeats its
+# key/value heads this way. Tensor repeats keep the op (and the policy's refusal).
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
+        return torch.repeat_interleave(input, repeats, dim, output_size=output_size) \
+            if repeats is not None else torch.repeat_interleave(input)
+    x = input.reshape(-1) if dim is None else input
+    d = 0 if dim is None else dim % max(x.dim(), 1)
+    if x.dim() == 0:
+        x = x.reshape(1)
+    sizes = list(x.shape)
+    expanded = x.unsqueeze(d + 1).expand(*sizes[:d + 1], repeats, *sizes[d + 1:])
+    return expanded.flatten(d, d + 1)
+
+
+# ---------------------------------------------------------------------------
 # Substitution while tracing
 
 def _table(names) -> Dict[Any, Callable]:
     impls = {"quantile": quantile, "nanquantile": nanquantile, "cov": cov,
              "corrcoef": corrcoef, "combinations": combinations,
-             "masked_scatter": masked_scatter}
+             "masked_scatter": masked_scatter, "repeat_interleave": repeat_interleave}
     table: Dict[Any, Callable] = {}
     for name in names:
         if name == "gaussian_nll_loss":
@@ -277,7 +297,7 @@ def _table(names) -> Dict[Any, Callable]:
 
 
 TORCH1_OPS = ("quantile", "nanquantile", "cov", "corrcoef", "gaussian_nll_loss", "combinations",
-              "masked_scatter", "cross_entropy")
+              "masked_scatter", "cross_entropy", "repeat_interleave")
 TORCH2_OPS = ("cov", "corrcoef", "gaussian_nll_loss")
 _TABLES: Dict[tuple, Dict[Any, Callable]] = {}
 
