@@ -99,6 +99,32 @@ def test_item_is_refused_with_and_without_dynamic_shapes(dynamic):
     assert "y.abs().max().item()" in str(e.value) or "symbolic-shape rule" in str(e.value)
 
 
+class Reparametrized(nn.Module):
+    """A VAE's sampling step through torch.distributions (rsample + kl_divergence)."""
+
+    def __init__(self, validate_args=None):
+        super().__init__()
+        self.enc = nn.Linear(6, 8)
+        self.validate_args = validate_args
+
+    def forward(self, x):
+        mu, log_var = self.enc(x).chunk(2, -1)
+        q = torch.distributions.Normal(mu, (0.5 * log_var).exp(),
+                                       validate_args=self.validate_args)
+        prior = torch.distributions.Normal(torch.zeros_like(mu), torch.ones_like(mu),
+                                           validate_args=self.validate_args)
+        return q.rsample(), torch.distributions.kl_divergence(q, prior).sum(-1)
+
+
+def test_distribution_argument_checks_are_refused_naming_validate_args():
+    """torch.distributions checks ``scale > 0`` on the values (validate_args): refused on both
+    lanes with the remedy; with validate_args=False the same model exports."""
+    with pytest.raises(pt2rt.CaptureError, match=r"torch\.distributions checks its "
+                       r"arguments' values .*validate_args=False"):
+        pt2rt.export(Reparametrized(), (torch.randn(5, 6),))
+    pt2rt.export(Reparametrized(validate_args=False), (torch.randn(5, 6),))
+
+
 def test_numpy_round_trip_is_untraceable():
     with pytest.raises(pt2rt.CaptureError, match=r"numpy\(\)"):
         pt2rt.export(ToNumpy(), (torch.randn(2, 4),))

@@ -12,13 +12,20 @@ these modules of the model and what the user can change.
   what the layers compute there. A trace takes the plain path (torch 1.13's ``make_fx`` sees a
   tensor with ``__torch_function__`` and skips the fast path; torch 2's fake tensors stop at
   the mask read). See https://pytorch.org/docs/stable/generated/torch.nn.TransformerEncoder.html.
+
+And one library path (``library_checks``): ``torch.distributions`` validates its arguments'
+values in Python (``validate_args``, on by default: ``Normal(loc, scale)`` checks
+``scale > 0`` with ``bool(...)``), a data-dependent read no capture can keep; with
+``validate_args=False`` the distribution computes the same values without the check. See
+https://pytorch.org/docs/stable/distributions.html#torch.distributions.distribution.Distribution.
 """
 from __future__ import annotations
 
 import inspect
+import os
 import traceback as tb
 from types import TracebackType
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 import torch
 
@@ -29,7 +36,7 @@ def value_dependent_paths(model: torch.nn.Module,
     eager does, and how to export it. With ``traceback`` (of a capture's refusal), only the
     modules whose class's source file it passes through."""
     files = None if traceback is None else {f.filename for f in tb.extract_tb(traceback)}
-    found = []
+    found = library_checks(files or ())
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.TransformerEncoder) and \
                 getattr(m, "use_nested_tensor", getattr(m, "enable_nested_tensor", False)) and \
@@ -43,3 +50,15 @@ def value_dependent_paths(model: torch.nn.Module,
                 "(torch >= 2.1) to False, to export it (eager then computes the padded "
                 "positions too)")
     return found
+
+
+def library_checks(filenames: Iterable[str]) -> List[str]:
+    """The sentence for ``torch.distributions``' argument validation (module docstring) when
+    one of ``filenames`` (the frames of a data-dependent read) is in that package; else []."""
+    package = os.path.dirname(torch.distributions.__file__) + os.sep
+    if not any(f.startswith(package) for f in filenames):
+        return []
+    return ["torch.distributions checks its arguments' values (validate_args, on by default): "
+            "construct the distribution with validate_args=False, or call "
+            "torch.distributions.Distribution.set_default_validate_args(False) before "
+            "exporting; it then computes the same values without the check"]

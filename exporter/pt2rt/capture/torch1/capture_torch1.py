@@ -38,6 +38,7 @@ import contextlib
 import operator
 import re
 import time
+import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -55,6 +56,7 @@ from ...ops.traceable_ops import TORCH1_OPS, replacement
 from ...passes.graph_passes import (bernoulli_out_of_place, drop_unused_batch_norm_stats,
                                     slice_backward_sums_as_cat, upsample_backward_without_vec)
 from ..call_names import api_name
+from ..eager_paths import library_checks
 from ..eager_run import EagerTrainRun
 from ..model_call import call_model as _call_model, fresh as _fresh, state_names as _state_names
 from ..model_call import flat_outputs as _flat_outputs, substituted as _substituted
@@ -108,10 +110,12 @@ class _DataDependenceGuard(TorchFunctionMode):
                 f"list of ints; at:\n{user_stack(skip=2)}")
         if func in _DATA_DEPENDENT and args and isinstance(args[0], torch.Tensor) \
                 and (get_proxy_slots(args[0]) or torch._is_functional_tensor(args[0])):
+            hints = "".join(f"; {h}" for h in library_checks(
+                f.filename for f in traceback.extract_stack()))
             raise CaptureError(
                 f"pt2rt.export: data-dependent Python value: {func.__name__}() on a traced "
                 f"tensor would be baked into the graph as a constant (data-dependent control "
-                f"flow or conversion to Python/NumPy is not capturable); at:\n"
+                f"flow or conversion to Python/NumPy is not capturable){hints}; at:\n"
                 f"{user_stack(skip=2)}")
         try:
             return func(*args, **(kwargs or {}))
