@@ -315,3 +315,23 @@ def test_dynamic_export_names_the_op_without_a_symbolic_rule():
                                                 r"symbolic-shape rule"):
         pt2rt.export(Orthogonal(), (torch.randn(3, 6),),
                      dynamic_shapes={"x": {0: pt2rt.Dim("batch", min=1, max=8)}})
+
+
+def test_scripted_submodule_weights_named_on_torch_1_13_and_traced_on_torch_2():
+    """A torch.jit.script'ed submodule (people leaving TorchScript): torch 1.13's capture sees
+    its weights as constants (TorchScript's interpreter reads them itself) and refuses, naming
+    the scripted module and the remedy; torch 2's capture traces its forward."""
+    class WithScripted(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(6, 6)
+            self.b = torch.jit.script(nn.Sequential(nn.Linear(6, 4), nn.ReLU()))
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    if int(torch.__version__.split(".")[0]) >= 2:
+        pt2rt.export(WithScripted(), (torch.randn(3, 6),))
+        return
+    with pytest.raises(pt2rt.CaptureError, match=r"the TorchScript module 'b' .* export the "
+                       r"nn.Module it was scripted from"):
+        pt2rt.export(WithScripted(), (torch.randn(3, 6),))

@@ -60,6 +60,17 @@ def _module_of(model: torch.nn.Module, fqn: str) -> str:
     return f"{type(mod).__name__} {path!r}" if path else f"{type(mod).__name__} (the root)"
 
 
+def _scripted_owner(model: torch.nn.Module, fqn: str):
+    """The FQN of the outermost TorchScript module (``torch.jit.ScriptModule``) on the path to
+    weight ``fqn``, or None."""
+    parts = fqn.split(".")[:-1]
+    for i in range(len(parts) + 1):
+        path = ".".join(parts[:i])
+        if isinstance(model.get_submodule(path) if path else model, torch.jit.ScriptModule):
+            return path or "(the root)"
+    return None
+
+
 def check_no_aliased_constants(model: torch.nn.Module, weights: Sequence[WeightSpec]) -> None:
     """Raises CaptureError naming the parameter/buffer FQN and its module if a ``Constant``
     weight shares storage with a parameter or buffer of ``model``."""
@@ -72,12 +83,19 @@ def check_no_aliased_constants(model: torch.nn.Module, weights: Sequence[WeightS
             fqn = owners.get(_storage_key(w.tensor))
             if fqn is not None:
                 kind = next(x.kind.name.lower() for x in weights if x.fqn == fqn)
+                scripted = _scripted_owner(model, fqn)
+                how = (f"the TorchScript module {scripted!r} (torch.jit.script / trace) runs "
+                       "in TorchScript's interpreter, which reads its weights itself; export "
+                       "the nn.Module it was scripted from"
+                       if scripted is not None else
+                       "the model reads it through a reference the capture cannot substitute "
+                       "(a tensor attribute or list aliasing it, or a view of it)")
+                remedy = "" if scripted is not None else \
+                    ". Read the parameter through its module attribute in forward()"
                 raise CaptureError(
                     f"pt2rt.export: {kind} {fqn!r} of {_module_of(model, fqn)} was captured "
-                    f"as a constant ({w.fqn}): the model reads it through a reference the "
-                    "capture cannot substitute (a tensor attribute or list aliasing it, or a "
-                    "view of it); the exported graphs would never update it nor compute its "
-                    "gradient. Read the parameter through its module attribute in forward()")
+                    f"as a constant ({w.fqn}): {how}; the exported graphs would never update "
+                    f"it nor compute its gradient{remedy}")
 
 
 def check_gradient_paths(model: torch.nn.Module, run: EagerTrainRun) -> List[str]:
