@@ -335,3 +335,26 @@ def test_scripted_submodule_weights_named_on_torch_1_13_and_traced_on_torch_2():
     with pytest.raises(pt2rt.CaptureError, match=r"the TorchScript module 'b' .* export the "
                        r"nn.Module it was scripted from"):
         pt2rt.export(WithScripted(), (torch.randn(3, 6),))
+
+
+def test_ctc_loss_inside_forward_refusal_names_its_remedy():
+    """torch 2 tags aten::_ctc_loss dynamic_output_shape (log_alpha is sized by
+    max(target_lengths)): refused naming the way out instead of the masked_select advice;
+    torch 1.13 does not tag it, and its runtime runs the op."""
+    class CTC(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(5, 6)
+
+        def forward(self, x, targets):
+            log_probs = self.proj(x).log_softmax(-1).transpose(0, 1)
+            lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long)
+            target_lengths = torch.full((x.shape[0],), targets.shape[1], dtype=torch.long)
+            return nn.functional.ctc_loss(log_probs, targets, lengths, target_lengths)
+    args = (torch.randn(3, 12, 5), torch.randint(1, 6, (3, 4)))
+    if int(torch.__version__.split(".")[0]) < 2:
+        pt2rt.export(CTC(), args)
+        return
+    with pytest.raises(pt2rt.CaptureError, match=r"compute the CTC loss outside the exported "
+                       r"model \(export it up to its log-probabilities\)"):
+        pt2rt.export(CTC(), args)

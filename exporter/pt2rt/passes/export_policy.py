@@ -280,9 +280,18 @@ def _hint(name: str, why: str) -> str:
                 "(nn.BatchNorm*d / nn.InstanceNorm*d(track_running_stats=True)), or pass None "
                 "in training mode")
     if "dynamic_output_shape" in why or "boolean mask" in why:
-        return ("; compute a fixed-size result instead (e.g. torch.where(mask, x, 0) for "
-                "x[mask] / masked_select)")
+        return dynamic_shape_hint(name)
     return ""
+
+
+def dynamic_shape_hint(name: str) -> str:
+    """What a user can do about op ``name`` (``aten::_ctc_loss``, ``aten::masked_select``, ...)
+    whose output sizes depend on data: ``; ...`` to append to the refusal."""
+    if "ctc_loss" in name:
+        return ("; F.ctc_loss sizes its intermediate log_alpha by max(target_lengths): compute "
+                "the CTC loss outside the exported model (export it up to its log-probabilities)")
+    return ("; compute a fixed-size result instead (e.g. torch.where(mask, x, 0) for "
+            "x[mask] / masked_select)")
 
 
 def _where(node: Any) -> str:

@@ -65,6 +65,7 @@ from ...ops.attention_ops import attention_ops
 from ...ops.rnn_ops import has_lstm, sequence_modes
 from ...ops.traceable_ops import TORCH2_OPS, TraceableOps
 from ...ops.upsample_ops import upsample_as_kernels
+from ...passes.export_policy import dynamic_shape_hint
 from ...passes.graph_passes import drop_unused_batch_norm_stats
 from ..call_names import FailingCall
 from ..eager_paths import value_dependent_paths
@@ -199,9 +200,8 @@ def _aot_export(model: torch.nn.Module, sig: ExportSignature, user_inputs: Seque
                 f"pt2rt.export: {type(model).__name__} ({what}) calls {name}"
                 + (f" (from {call})" if call else "")
                 + ": its output sizes depend on tensor data (tag dynamic_output_shape), which a "
-                "program cannot declare and pt2rt cannot bound at load; compute a fixed-size "
-                "result instead (e.g. torch.where(mask, x, 0) for x[mask] / masked_select); "
-                f"at:\n{user_stack_of(e.__traceback__)}") from e
+                f"program cannot declare and pt2rt cannot bound at load{dynamic_shape_hint(name)}"
+                f"; at:\n{user_stack_of(e.__traceback__)}") from e
         hints = "".join(f"; {h}" for h in value_dependent_paths(model, e.__traceback__))
         raise CaptureError(f"pt2rt.export: cannot trace {type(model).__name__} ({what}) with "
                            f"aot_export_joint_with_descriptors: {type(e).__name__}: {e}"
