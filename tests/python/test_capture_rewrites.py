@@ -99,3 +99,47 @@ def test_repeat_interleave_with_an_int_is_static_on_both_lanes(tmp_path):
     step = loaded.train_step(x, grad_outputs=cot)
     for name, p in model.named_parameters():
         torch.testing.assert_close(step.grads[name], p.grad)
+
+
+class SpatialTransformer(torch.nn.Module):
+    """A spatial transformer network: theta from a localisation layer, F.affine_grid +
+    F.grid_sample (2-D), or a 3-D affine grid."""
+
+    def __init__(self, align_corners, volumetric=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.volumetric, self.align_corners = volumetric, align_corners
+        self.loc = torch.nn.Linear(3 * 4 * 5 * (3 if volumetric else 1), 12 if volumetric else 6)
+
+    def forward(self, x):
+        n = x.shape[0]
+        eye = torch.eye(3 if self.volumetric else 2, 4 if self.volumetric else 3)
+        theta = self.loc(x.flatten(1)).view(n, *eye.shape) * 0.1 + eye
+        grid = torch.nn.functional.affine_grid(theta, list(x.shape),
+                                               align_corners=self.align_corners)
+        return torch.nn.functional.grid_sample(x, grid, align_corners=self.align_corners)
+
+
+@pytest.mark.parametrize("volumetric", [False, True], ids=["2d", "3d"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_matches_eager_with_a_dynamic_batch(volumetric, align_corners, tmp_path):
+    """torch 2: F.affine_grid's ATen backward takes int[] sizes, so a dynamic batch could not
+    be differentiated; its traceable form (traceable_ops.affine_grid) gives eager's grid and
+    gradients. torch 1.13 captures the op itself (static batch)."""
+    torch2 = int(torch.__version__.split(".")[0]) >= 2
+    model = SpatialTransformer(align_corners, volumetric)
+    shape = (2, 3, 3, 4, 5) if volumetric else (2, 3, 4, 5)
+    dynamic = ({0: pt2rt.Dim("batch", min=1, max=8)},) if torch2 else None
+    path = str(tmp_path / "stn.pt2")
+    pt2rt.export(model, (torch.randn(*shape),), dynamic_shapes=dynamic).save(path)
+    loaded = pt2rt.load(path)
+    for batch in ((1, 5) if torch2 else (2,)):
+        x = torch.randn(batch, *shape[1:])
+        out = model(x)
+        torch.testing.assert_close(loaded.run_inference(x)[0], out.detach())
+        g = torch.randn_like(out)
+        model.zero_grad()
+        out.backward(g)
+        step = loaded.train_step(x, grad_outputs=[g])
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(step.grads[name], p.grad, rtol=1e-4, atol=1e-5)

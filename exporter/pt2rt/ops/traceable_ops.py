@@ -20,7 +20,9 @@ Per lane (the other lane captures the torch op itself):
 * torch 1.13 (``capture_torch1``): ``quantile``, ``nanquantile``, ``cov``, ``corrcoef``,
   ``F.gaussian_nll_loss``, ``combinations``, ``masked_scatter``, ``F.cross_entropy`` with
   ``label_smoothing``, ``repeat_interleave`` with an int;
-* torch 2.x (``capture_torch2``): ``cov``, ``corrcoef``, ``F.gaussian_nll_loss``.
+* torch 2.x (``capture_torch2``): ``cov``, ``corrcoef``, ``F.gaussian_nll_loss``,
+  ``F.affine_grid`` (its backward takes int[] sizes: a dynamic batch could not be
+  differentiated).
 
 The formulas follow ATen (``aten/src/ATen/native/Sorting.cpp`` ``quantile_compute``,
 ``Correlation.cpp``, ``Itertools.cpp``, ``TensorAdvancedIndexing.cpp``) and
@@ -29,8 +31,10 @@ gradients match eager too.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 from typing import Any, Callable, Dict, Optional
 
 import torch
@@ -275,12 +279,45 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 
 # ---------------------------------------------------------------------------
+# affine_grid_generator (what F.affine_grid calls; ATen's AffineGridGenerator.cpp) with
+# torch ops whose sizes may be symbolic: its CompositeImplicitAutograd backward,
+# affine_grid_generator_backward, takes int[] sizes, so torch 2 cannot differentiate it with a
+# dynamic batch (a spatial transformer network). The same base grid (linspace(-1, 1, n),
+# scaled by (n - 1) / n without align_corners) and the same bmm with theta^T; autograd's bmm
+# backward is ATen's backward formula.
+
+def _grid_axis(theta, steps, align_corners):
+    if steps <= 1:
+        return torch.zeros(1, dtype=theta.dtype, device=theta.device)
+    axis = torch.linspace(-1, 1, steps, dtype=theta.dtype, device=theta.device)
+    return axis if align_corners else axis * (steps - 1) / steps
+
+
+def affine_grid_generator(theta, size, align_corners):
+    n, spatial = size[0], list(size[2:])
+    axes = [_grid_axis(theta, s, align_corners) for s in spatial]  # (D,) H, W
+    coords = torch.meshgrid(*axes, indexing="ij")
+    base = torch.stack([*reversed(coords), torch.ones_like(coords[0])], -1)  # x, y, (z,) 1
+    points = math.prod(spatial) if all(isinstance(s, int) for s in spatial) else \
+        functools.reduce(operator.mul, spatial)
+    flat = base.reshape(1, points, len(spatial) + 1).expand(n, points, len(spatial) + 1)
+    return flat.bmm(theta.transpose(1, 2)).view(n, *spatial, len(spatial))
+
+
+def affine_grid(theta, size, align_corners=None):
+    """``F.affine_grid``: its argument checks ran in the export's eager run (same arguments);
+    ``align_corners=None`` is False, as there (eager warns)."""
+    return affine_grid_generator(theta, size, bool(align_corners))
+
+
+# ---------------------------------------------------------------------------
 # Substitution while tracing
 
 def _table(names) -> Dict[Any, Callable]:
     impls = {"quantile": quantile, "nanquantile": nanquantile, "cov": cov,
              "corrcoef": corrcoef, "combinations": combinations,
-             "masked_scatter": masked_scatter, "repeat_interleave": repeat_interleave}
+             "masked_scatter": masked_scatter, "repeat_interleave": repeat_interleave,
+             "affine_grid_generator": affine_grid_generator}
     table: Dict[Any, Callable] = {}
     for name in names:
         if name == "gaussian_nll_loss":
@@ -289,6 +326,8 @@ def _table(names) -> Dict[Any, Callable]:
         if name == "cross_entropy":
             table[torch.nn.functional.cross_entropy] = cross_entropy
             continue
+        if name == "affine_grid_generator":  # the mode sees F.affine_grid, not what it calls
+            table[torch.nn.functional.affine_grid] = affine_grid
         for owner in (torch, torch.Tensor):
             fn = getattr(owner, name, None)
             if fn is not None:
@@ -298,7 +337,7 @@ def _table(names) -> Dict[Any, Callable]:
 
 TORCH1_OPS = ("quantile", "nanquantile", "cov", "corrcoef", "gaussian_nll_loss", "combinations",
               "masked_scatter", "cross_entropy", "repeat_interleave")
-TORCH2_OPS = ("cov", "corrcoef", "gaussian_nll_loss")
+TORCH2_OPS = ("cov", "corrcoef", "gaussian_nll_loss", "affine_grid_generator")
 _TABLES: Dict[tuple, Dict[Any, Callable]] = {}
 
 
