@@ -160,6 +160,37 @@ def test_references_record_their_distance_from_float64():
     assert all(s.float64 is None for s in refs.grad_sketches)
 
 
+class CoordinateGrid(nn.Module):
+    """Makes float32 tensors of its own, as RAFT's coordinate grid does: a float64 copy mixes
+    them with float64 weights (grid_sample needs one dtype)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.norm = nn.InstanceNorm2d(2)
+
+    def forward(self, x):
+        n, _, h, w = x.shape
+        ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+        grid = torch.stack([xs, ys], -1).float() / torch.tensor([w - 1.0, h - 1.0]) * 1.8 - 0.85
+        return nn.functional.grid_sample(self.norm(self.conv(x)), grid.expand(n, h, w, 2),
+                                         align_corners=True)
+
+
+def test_float64_references_of_a_model_making_float32_tensors():
+    """The plain float64 copy fails (float32 grid, float64 input); the references are then
+    made with float64 wherever the model asks for float32 (float64_mode.py), so verify has the
+    float64 rule for the conv bias before the InstanceNorm, whose gradient is rounding noise."""
+    torch.manual_seed(0)
+    model = CoordinateGrid()
+    refs = pt2rt.export(model, (torch.randn(2, 2, 5, 6),)).program.examples[0].references
+    assert all(s.float64 is not None for s in refs.grad_sketches)
+    assert all(t.float64_rmse is not None and t.float64_rmse < 1e-5
+               for t in refs.outputs + refs.train_outputs)
+    assert torch.get_default_dtype() is torch.float32  # put back
+    assert model(torch.randn(1, 2, 3, 3)).dtype is torch.float32
+
+
 def test_the_capture_device_is_recorded():
     exported = pt2rt.export(nn.Linear(3, 2), (torch.randn(4, 3),))
     assert exported.program.producer.capture_device == "cpu"

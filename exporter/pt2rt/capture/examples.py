@@ -24,11 +24,14 @@ sketched gradients. ``verify`` passes a quantity that fails the plain tolerance 
 runtime's result is about as close to float64 as eager float32 is
 (dynamo's ``same()`` rule with ``fp64_ref``; schema/README.md "The float64 rule"): how kernels
 on another device, or another LibTorch, round is then judged against the rounding eager float32
-itself has. Models with other floating dtypes, or whose float64 copy does not run, get none.
+itself has. A model that makes float32 tensors of its own runs with float64 in their place
+(``float64_mode.py``); models with other floating dtypes, or whose float64 copy does not run
+either way, get none.
 References are computed with TF32 off (``eager_run._seeded``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
@@ -40,6 +43,7 @@ from ..ir import grad_sketch
 from ..ir.graph_ir import ExportSignature, WeightKind, WeightSpec
 from ..ir.program_ir import Example, ExampleReferences
 from .eager_run import EagerTrainRun, eager_eval_outputs, eager_train_run
+from .float64_mode import float64_everywhere
 
 
 def eager_example(model: torch.nn.Module, weights: Sequence[WeightSpec], sig: ExportSignature,
@@ -138,13 +142,19 @@ def _float64_runs(model: torch.nn.Module, sig: ExportSignature,
                 if t.is_floating_point()]
     if not floating or any(t.dtype != torch.float32 for t in floating):
         return None, None
-    try:
-        outs = eager_eval_outputs(model, sig, user_inputs, torch.float64) if inference else None
-        run = eager_train_run(model, sig, user_inputs, torch.float64,
-                              grad_sink=grad_sink) if train else None
-    except Exception:  # noqa: BLE001 - whatever a float64 copy raises: no float64 references
-        return None, None
-    return outs, run
+    # First the plain float64 copy; when it fails (a model that makes float32 tensors of its
+    # own mixes them with float64), again with float64 wherever its code asks for float32.
+    for mode in (contextlib.nullcontext, float64_everywhere):
+        try:
+            with mode():
+                outs = eager_eval_outputs(model, sig, user_inputs, torch.float64) \
+                    if inference else None
+                run = eager_train_run(model, sig, user_inputs, torch.float64,
+                                      grad_sink=grad_sink) if train else None
+            return outs, run
+        except Exception:  # noqa: BLE001 - whatever a float64 copy raises: try the next
+            continue
+    return None, None
 
 
 def _grads64(run64: EagerTrainRun, grads32: Dict[str, torch.Tensor],
