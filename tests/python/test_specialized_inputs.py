@@ -38,8 +38,10 @@ def loaded(tmp_path_factory):
 
 def test_only_the_tensors_are_inputs(loaded):
     assert loaded.input_names == ["x", "y"]
-    assert json.loads(loaded.program.metadata["specialized_inputs"]) == {
-        "scale": "2.5", "mask": "None", "mode": "'max'"}
+    assert json.loads(loaded.program.metadata["specialized_inputs"]) == [
+        {"name": "scale", "position": 1, "value": "2.5"},
+        {"name": "mask", "position": 2, "value": "None"},
+        {"name": "mode", "position": 3, "value": "'max'"}]
 
 
 def test_graphs_compute_with_the_example_scalars(loaded):
@@ -55,6 +57,20 @@ def test_graphs_compute_with_the_example_scalars(loaded):
     assert_close(step.outputs[0], out.detach())
     for name, p in model.named_parameters():
         assert_close(step.grads[name], p.grad)
+
+
+def test_module_takes_the_original_call_and_checks_the_constants(loaded):
+    """As torch.export's ExportedProgram.module(): the original call, specialized arguments
+    included (positionally or by name), each checked against the exported value."""
+    module = loaded.module().eval()
+    x, y = torch.randn(5, 4), torch.randn(5)
+    with torch.no_grad():
+        want = Scaled().eval()(x, 2.5, None, mode="max", y=y)
+    assert_close(module(x, 2.5, None, mode="max", y=y), want)
+    assert_close(module(x, scale=2.5, y=y), want)
+    with pytest.raises(pt2rt.InputError, match=r"input 'scale' was specialized to 2\.5 at "
+                       r"export .* got 3\.0; export again"):
+        module(x, 3.0, y=y)
 
 
 def test_an_int_specializes_size_arithmetic(tmp_path):

@@ -11,8 +11,10 @@ binds just those) and calls the original ``forward`` with the constants added by
 subclass, not an instance attribute, so that copies of the model made during the export (the
 float64 references' ``deepcopy``) call their own ``forward``. The archive's inputs are the
 tensor arguments only — what the C++ runtime, ``export-cli`` and ``pt2rt.load`` take — and
-metadata ``specialized_inputs`` records the constants (a JSON object, name to ``repr`` of the
-value). Not done (the capture's own error stands) for a ``forward`` with ``*args``,
+metadata ``specialized_inputs`` records the constants (a JSON list of ``{"name", "position"
+(in forward()'s parameters, self excluded), "value" (its repr)}``); ``pt2rt.load(...).module()``
+takes them back where the original forward had them and checks each is the exported value, as
+torch.export's ``ExportedProgram.module()`` checks a specialized input. Not done (the capture's own error stands) for a ``forward`` with ``*args``,
 ``**kwargs`` or positional-only parameters, or one set on the instance; a scalar nested in a
 list or dict input is refused by ``input_spec.flatten``, naming its path.
 """
@@ -79,6 +81,7 @@ def scalars_specialized(model: Any, args: Any, kwargs: Any
     model.__class__ = sub
     try:
         yield new_args, new_kwargs, {"specialized_inputs": json.dumps(
-            {n: repr(v) for n, v in constants.items()})}
+            [{"name": n, "position": names.index(n), "value": repr(v)}
+             for n, v in constants.items()])}
     finally:
         model.__class__ = cls

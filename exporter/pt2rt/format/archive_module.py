@@ -12,7 +12,10 @@ module is expected.
   outputs in the original structure, rebuilt from ``Program.output_names``: ``['key']`` a dict,
   ``[i]`` a tuple, ``.field`` a ``types.SimpleNamespace`` (the pytree node's own class is not
   stored), ``output`` the lone tensor; ``None`` where forward() returned it (metadata
-  ``none_outputs``, ``capture/none_outputs.py``);
+  ``none_outputs``, ``capture/none_outputs.py``); arguments the export specialized (Python
+  scalars, metadata ``specialized_inputs``, ``capture/specialized_inputs.py``) may be passed
+  where forward() had them and must equal the exported value (``pt2rt.InputError``
+  otherwise), as in ``ExportedProgram.module()``;
 * ``eval()`` (the starting mode when the archive has an inference graph) runs the inference
   graph; ``train()`` runs the forward graph as one
   ``torch.autograd.Function`` whose backward is the archive's backward graph (what the C++
@@ -29,6 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ..errors import InputError
 from ..ir.descriptors import InputKind, OutputKind
 from ..ir.graph_ir import GraphRole, WeightKind
 
@@ -90,6 +94,45 @@ def none_paths(metadata: Dict[str, str]) -> List[str]:
     except ValueError:
         pass
     return []
+
+
+def specialized_inputs(metadata: Dict[str, str]) -> List[Dict[str, Any]]:
+    """The export's specialized arguments (metadata ``specialized_inputs``: a JSON list of
+    ``{"name", "position", "value"}``), by position; empty when absent or malformed (untrusted
+    input)."""
+    try:
+        entries = json.loads(metadata.get("specialized_inputs", "[]"))
+    except ValueError:
+        return []
+    ok = isinstance(entries, list) and all(
+        isinstance(e, dict) and isinstance(e.get("name"), str) and
+        isinstance(e.get("value"), str) and isinstance(e.get("position"), int) and
+        not isinstance(e.get("position"), bool) and e["position"] >= 0 for e in entries)
+    return sorted(entries, key=lambda e: e["position"]) if ok else []
+
+
+def drop_specialized(metadata: Dict[str, str], args: Sequence[Any],
+                     kwargs: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any]]:
+    """``args``/``kwargs`` as the original forward() takes them, without the specialized
+    arguments (by position, or by name).
+
+    Raises:
+        InputError: a specialized argument passed with another value than the exported one.
+    """
+    args, kwargs = list(args), dict(kwargs)
+    for e in reversed(specialized_inputs(metadata)):  # last position first: indices stay
+        name, pos = e["name"], e["position"]
+        if name in kwargs:
+            given = kwargs.pop(name)
+        elif pos < len(args):
+            given = args.pop(pos)
+        else:
+            continue
+        if repr(given) != e["value"]:
+            raise InputError(f"pt2rt: input {name!r} was specialized to {e['value']} at export "
+                             f"(a Python scalar is a constant of the graphs), got {given!r}; "
+                             "export again with that value")
+    return args, kwargs
 
 
 class _TrainingCall(torch.autograd.Function):
@@ -154,6 +197,7 @@ class ArchiveModule(torch.nn.Module):
         archive = self.archive
         names = archive.program.output_names or [f"[{i}]" for i in
                                                  range(len(archive.signature.outputs))]
+        args, kwargs = drop_specialized(archive.program.metadata, args, kwargs)
         nones = none_paths(archive.program.metadata)
         names, pad = names + nones, [None] * len(nones)
         if not self.training:
