@@ -70,8 +70,8 @@ std::vector<uint8_t> strip_training(const uint8_t* data, size_t size,
                graphs.end());
   // The operators only the removed graphs called go too (the table keeps its order; node op
   // indices are renumbered): loading resolves every operator of the table, so a deployment
-  // copy would otherwise still need a backward kernel the running LibTorch may lack (torch
-  // 1.13's prelu_backward on LibTorch 2.x, a custom op's backward).
+  // copy would otherwise still need a backward kernel the running LibTorch may lack (a custom
+  // op's backward).
   std::vector<bool> used(obj->operators.size(), false);
   for (const auto& g : graphs) {
     for (const auto& n : g->nodes) used[n->op] = true;  // decode_program checked the range

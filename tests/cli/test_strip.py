@@ -57,8 +57,8 @@ def _operators(path):
 
 def test_strip_drops_the_operators_only_training_graphs_call(cli, archives, tmp_path):
     """Loading resolves every operator of the table, so the deployment copy keeps only the
-    inference graph's: it then loads on a LibTorch that lacks a backward kernel (torch 1.13's
-    prelu_backward on LibTorch 2.x, a custom op's backward)."""
+    inference graph's: it then loads on a LibTorch that lacks a backward kernel (a custom op's
+    backward)."""
     a = archives.get("cnn_bn")
     out = tmp_path / "deploy.pt2"
     cli.ok("strip", a.path, out, "--inference-only")

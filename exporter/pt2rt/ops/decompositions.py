@@ -64,9 +64,37 @@ def _native_batch_norm_visible_stats(input, weight, bias, running_mean, running_
     return out, save_mean, save_invstd
 
 
+def _prelu_backward_portable(grad_output, self, weight):
+    """torch 1.13's ``prelu_backward`` (``Activation.cpp``: one weight shared by all channels,
+    or one per channel on dim 1, dim 0 for a 1-D input) in ops LibTorch 2.x also has:
+    ``grad_input = where(x > 0, g, w * g)``, ``grad_weight`` = the sum of ``where(x > 0, 0,
+    x * g)`` over every dim but the channel's. LibTorch 2.x has no ``prelu_backward`` (its
+    PReLU differentiates ``_prelu_kernel``), so a 1.13 PReLU archive could not train there.
+    The sums run in another order than the kernel's: rounding differences only."""
+    positive = self > 0
+    ndim = self.dim()
+    channel = 1 if ndim > 1 else 0
+    if weight.numel() == 1:
+        w = weight.reshape([1] * ndim)
+        dims = list(range(ndim))
+    else:
+        w = weight.reshape([weight.numel() if d == channel else 1 for d in range(ndim)])
+        dims = [d for d in range(ndim) if d != channel]
+    scaled = grad_output * self
+    grad_input = torch.where(positive, grad_output, w * grad_output)
+    grad_weight = torch.where(positive, torch.zeros_like(scaled), scaled)
+    if dims:
+        grad_weight = grad_weight.sum(dims)
+    return grad_input, grad_weight.reshape(weight.shape)
+
+
 def training_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     """The decomposition table for the joint (training) trace."""
-    return {aten.native_batch_norm.default: _native_batch_norm_visible_stats}
+    table = {aten.native_batch_norm.default: _native_batch_norm_visible_stats}
+    prelu_backward = getattr(aten, "prelu_backward", None)  # torch 1.13; gone in 2.x
+    if prelu_backward is not None:
+        table[prelu_backward.default] = _prelu_backward_portable
+    return table
 
 
 # ---------------------------------------------------------------------------
@@ -218,8 +246,9 @@ def _prelu_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     """torch._decomp's own decompositions of ``_prelu_kernel`` and its backward (``where`` and
     ``mul``; torch >= 2.0 calls them for ``nn.PReLU``, and LibTorch 1.13 has neither): a
     lane-2 PReLU archive then runs on LibTorch 1.13 too. Empty on a torch without them. (The
-    other way round, torch 1.13's ``prelu_backward`` is not in LibTorch 2.x; 1.13's own
-    decomposition of it emits ``prims`` ops, which no LibTorch runs, so lane 1.13 keeps it.)"""
+    other way round, torch 1.13's ``prelu_backward`` is not in LibTorch 2.x: lane 1.13 writes
+    it with ``_prelu_backward_portable``; 1.13's own decomposition of it emits ``prims`` ops,
+    which no LibTorch runs.)"""
     ops = [getattr(aten, n, None) for n in ("_prelu_kernel", "_prelu_kernel_backward")]
     if any(op is None for op in ops):
         return {}
