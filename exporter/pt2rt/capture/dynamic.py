@@ -11,7 +11,9 @@ https://pytorch.org/docs/stable/export.html#expressing-dynamism):
   argument order (positional args, then keyword args in ``forward()``'s order); each entry is
   ``None`` (all dims static), a dict ``{dim_index: Dim}`` or a tuple/list with one
   ``Dim``/``None`` per dim. Every dim not marked is static (specialised to the example size).
-* On torch >= 2.9 a ``torch.export.Dim`` is accepted wherever a ``Dim`` is.
+* On torch >= 2.9 a ``torch.export.Dim`` is accepted wherever a ``Dim`` is (derived ones
+  too), and ``Dim.AUTO`` / ``Dim.DYNAMIC`` (a dim of its own, named ``<input>_<dim>``; AUTO is
+  taken as DYNAMIC: a dim the model specialises is refused, naming it) and ``Dim.STATIC``.
 
 ``normalize`` checks a spec against the example inputs and returns one ``InputDims`` per flat
 user input; every problem is an ``ExportError`` naming the argument, the dim and the reason.
@@ -19,6 +21,7 @@ user input; every problem is an ``ExportError`` naming the argument, the dim and
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -109,19 +112,65 @@ def _int(v: Any, op: str) -> int:
     return v
 
 
-def _from_torch_dim(d: Any) -> Optional[Any]:
-    """A ``torch.export.Dim`` (torch >= 2.9: ``_Dim`` / ``_DerivedDim`` classes) as ours."""
-    cls = type(d)
-    if not (isinstance(d, type) and cls.__name__ in ("_Dim", "_DerivedDim", "_StaticDim")):
+def _is_torch_dim(v: Any) -> bool:
+    """A ``torch.export.Dim``: a class (``_Dim``, ``_DerivedDim``, ``_StaticDim``: torch 2.9 to
+    2.11) or an instance of ``torch.export.dynamic_shapes.Dim`` (torch >= 2.12, derived dims
+    ``_DerivedDim``)."""
+    if isinstance(v, type):
+        return type(v).__name__ in ("_Dim", "_DerivedDim", "_StaticDim")
+    return type(v).__module__ == "torch.export.dynamic_shapes" and \
+        type(v).__name__ in ("Dim", "_DerivedDim", "_StaticDim")
+
+
+def _affine(d: Any) -> Tuple[int, int]:
+    """(scale, offset) of a torch.export derived dim's ``fn`` (built by ``+``, ``-`` and ``*``
+    with ints, so affine: evaluated at 0, 1 and 2 to check).
+
+    Raises:
+        ExportError: ``fn`` is not an affine function with a positive integer scale."""
+    try:
+        f0, f1, f2 = (d.fn(v) for v in (0, 1, 2))
+    except Exception as e:  # noqa: BLE001 - a user's function: report it
+        raise ExportError(f"pt2rt.export: derived torch.export.Dim {d.__name__!r}: its "
+                          f"function cannot be evaluated on ints ({e})") from e
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (f0, f1, f2))
+    if not ok or f1 - f0 <= 0 or f2 - f1 != f1 - f0:
+        raise ExportError(f"pt2rt.export: derived torch.export.Dim {d.__name__!r} is not "
+                          "k * dim + j with an int k > 0; use pt2rt.Dim arithmetic")
+    return f1 - f0, f0
+
+
+def _from_torch_dim(d: Any, cache: Dict[int, Any]) -> Optional[Any]:
+    """A ``torch.export.Dim`` as ours (None for a static one); one pt2rt Dim per torch Dim
+    object (``cache``, by id), so reuse, and derivation from a root, still mean equality."""
+    if id(d) in cache:
+        return cache[id(d)]
+    name = type(d).__name__
+    if name == "_StaticDim":
+        out = None
+    elif name == "_DerivedDim":
+        root = _from_torch_dim(d.root, cache)
+        scale, offset = _affine(d)
+        out = DerivedDim(root, scale, offset)
+    else:
+        hi = d.max
+        hi = None if hi is None or hi >= INT64_MAX or hi == math.inf or str(hi) == "int_oo" \
+            else hi
+        out = Dim(d.__name__, min=d.min, max=hi)
+    cache[id(d)] = out
+    return out
+
+
+def _from_hint(hint: Any, name: str) -> Optional[Dim]:
+    """``torch.export.Dim.AUTO`` / ``Dim.DYNAMIC`` (optionally called with min/max) as a Dim of
+    its own named after the input and dim; ``Dim.STATIC``: None. AUTO is taken as DYNAMIC: a
+    dim the model specialises is refused naming it (torch.export would make it static)."""
+    kind = getattr(getattr(hint, "type", None), "name", "")
+    if kind == "STATIC":
         return None
-    if cls.__name__ == "_DerivedDim":
-        raise ExportError(f"pt2rt.export: derived torch.export.Dim {d.__name__!r}: use pt2rt.Dim "
-                          "arithmetic (pt2rt.Dim('x') + 1) for derived dims")
-    if cls.__name__ == "_StaticDim":
-        return None
-    hi = d.max
-    hi = None if hi is None or hi >= INT64_MAX or hi == math.inf or str(hi) == "int_oo" else hi
-    return Dim(d.__name__, min=d.min, max=hi)
+    lo, hi = getattr(hint, "min", None), getattr(hint, "max", None)
+    hi = None if hi is None or hi == math.inf or str(hi) == "int_oo" else hi
+    return Dim(re.sub(r"\W", "_", name).strip("_") or "dim", min=lo, max=hi)
 
 
 @dataclass
@@ -132,15 +181,13 @@ class InputDims:
     dims: Dict[int, Any]
 
 
-def _as_dim(v: Any, where: str, cache: Dict[int, Dim]) -> Any:
+def _as_dim(v: Any, where: str, cache: Dict[int, Dim], auto_name: str) -> Any:
     if v is None or isinstance(v, (Dim, DerivedDim)):
         return v
-    if isinstance(v, type):
-        # one pt2rt.Dim per torch.export.Dim object, so reuse still means equality
-        if id(v) not in cache:
-            cache[id(v)] = _from_torch_dim(v)
-        if cache[id(v)] is not None or type(v).__name__ == "_StaticDim":
-            return cache[id(v)]
+    if _is_torch_dim(v):
+        return _from_torch_dim(v, cache)
+    if type(v).__name__ == "_DimHint":
+        return _from_hint(v, auto_name)
     raise ExportTypeError(f"pt2rt.export: dynamic_shapes{where}: expected a pt2rt.Dim (or "
                           f"torch.export.Dim) or None, got {type(v).__name__} {v!r}")
 
@@ -183,7 +230,7 @@ def normalize(spec: Any, names: Sequence[str], inputs: Sequence[torch.Tensor]
             if not -x.dim() <= k < x.dim():
                 raise ExportError(f"pt2rt.export: dynamic_shapes{where}: dim {k} is out of range "
                                   f"for input {name!r} of shape {list(x.shape)}")
-            d = _as_dim(v, f"{where}[{k}]", cache)
+            d = _as_dim(v, f"{where}[{k}]", cache, f"{name}_{k % x.dim()}")
             if d is not None:
                 dims[k % x.dim()] = d
         result.append(InputDims(name, dims))
