@@ -205,6 +205,8 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     log.info("capturing %s with torch %s (%s)", type(model).__name__, torch.__version__,
              ", ".join(g for g, on in (("training graphs", train), ("inference graph", inference))
                        if on) or "no graphs")
+    from .capture.capture import check_model_type
+    check_model_type(model)
     # as torch.export: None outputs allowed, Python scalar inputs specialized
     with none_outputs_dropped(model) as none_leaves, \
             scalars_specialized(model, args, kwargs) as (args, kwargs, specialized):

@@ -358,3 +358,16 @@ def test_ctc_loss_inside_forward_refusal_names_its_remedy():
     with pytest.raises(pt2rt.CaptureError, match=r"compute the CTC loss outside the exported "
                        r"model \(export it up to its log-probabilities\)"):
         pt2rt.export(CTC(), args)
+
+
+@pytest.mark.parametrize("how", ["script", "trace"])
+def test_torchscript_model_is_refused_naming_the_way_out(how):
+    """A TorchScript module as the model (people leaving TorchScript): its code runs in
+    TorchScript's interpreter. Refused up front, typed, with the remedy (was: a ValueError from
+    inspect.signature, a misleading gradient-path error, or a hook error, by lane and kind)."""
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    x = torch.randn(2, 3)
+    scripted = torch.jit.script(model) if how == "script" else torch.jit.trace(model, x)
+    with pytest.raises(pt2rt.ExportTypeError, match=r"model is a TorchScript module .* export "
+                       r"the Python nn.Module it was made from .*load_state_dict"):
+        pt2rt.export(scripted, (x,))

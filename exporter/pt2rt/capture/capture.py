@@ -168,6 +168,21 @@ def _positional_name(sig: inspect.Signature, i: int) -> str:
     return f"arg{i}"
 
 
+def check_model_type(model: Any) -> None:
+    """Raises ExportTypeError unless ``model`` is a Python ``torch.nn.Module``: not a
+    TorchScript module (``torch.jit.script`` / ``trace``: its code runs in TorchScript's
+    interpreter, which no Python-level capture sees into; torch.export refuses it too)."""
+    if not isinstance(model, torch.nn.Module):
+        raise ExportTypeError(f"pt2rt.export: model must be a torch.nn.Module, got "
+                              f"{type(model).__name__}")
+    if isinstance(model, torch.jit.ScriptModule):
+        raise ExportTypeError(
+            f"pt2rt.export: model is a TorchScript module ({type(model).__name__}, from "
+            "torch.jit.script or torch.jit.trace), whose code runs in TorchScript's interpreter; "
+            "export the Python nn.Module it was made from (its weights carry over: "
+            "module.load_state_dict(scripted.state_dict()))")
+
+
 def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] = None, *,
             train: bool = True, inference: bool = True,
             partitioner: str = "default", decompositions: Any = None,
@@ -183,9 +198,7 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
         CaptureError: the model cannot be traced, or its graphs do not give eager PyTorch's
             dtypes, shapes or values on the example inputs (``fidelity.py``).
     """
-    if not isinstance(model, torch.nn.Module):
-        raise ExportTypeError(f"pt2rt.export: model must be a torch.nn.Module, got "
-                              f"{type(model).__name__}")
+    check_model_type(model)
     if isinstance(args, torch.Tensor):
         args = (args,)
     if not isinstance(args, (tuple, list)):

@@ -45,7 +45,8 @@ def none_outputs_dropped(model: torch.nn.Module) -> Iterator[NoneLeaves]:
         ExportError: (from the model's call) forward() returns only None.
     """
     seen = NoneLeaves()
-    if not isinstance(model, torch.nn.Module):  # the capture refuses it, with its own error
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        # the capture refuses a non-Module, with its own error; a ScriptModule takes no hooks
         yield seen
         return
 

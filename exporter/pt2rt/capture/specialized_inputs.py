@@ -31,9 +31,13 @@ _SCALARS = (bool, int, float, str, type(None))
 
 
 def _specializable(model: torch.nn.Module) -> bool:
-    if not isinstance(model, torch.nn.Module) or "forward" in model.__dict__:
+    if not isinstance(model, torch.nn.Module) or "forward" in model.__dict__ or \
+            isinstance(model, torch.jit.ScriptModule):
         return False
-    params = list(inspect.signature(type(model).forward).parameters.values())[1:]
+    try:
+        params = list(inspect.signature(type(model).forward).parameters.values())[1:]
+    except (TypeError, ValueError):  # no Python signature (a builtin or wrapped forward)
+        return False
     return all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
 
 
@@ -78,7 +82,11 @@ def scalars_specialized(model: Any, args: Any, kwargs: Any
     forward.__doc__ = original.__doc__
     sub = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__,
                                       "__qualname__": cls.__qualname__})
-    model.__class__ = sub
+    try:
+        model.__class__ = sub
+    except TypeError:  # a class that does not allow it (__slots__ layouts): the capture reports
+        yield unchanged
+        return
     try:
         yield new_args, new_kwargs, {"specialized_inputs": json.dumps(
             [{"name": n, "position": names.index(n), "value": repr(v)}
