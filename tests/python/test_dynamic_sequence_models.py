@@ -67,6 +67,23 @@ class Encoder(torch.nn.Module):
         return self.encoder(x)
 
 
+class Decoder(torch.nn.Module):
+    """nn.TransformerDecoder with a causal tgt_mask over a memory computed from the input
+    (its attention's ``baddbmm``: a symbolic-shape rule on torch 1.13)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerDecoderLayer(d_model=8, nhead=2, dim_feedforward=16,
+                                                 dropout=0.0, batch_first=True)
+        self.decoder = torch.nn.TransformerDecoder(layer, num_layers=1)
+        self.memory = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.decoder(x, self.memory(x), tgt_mask=mask)
+
+
 class Index(torch.nn.Module):
     """Integer indices on and next to dynamic dims: ``x[-1]``, ``x[0]`` (dim 0 dynamic),
     ``x[:, 1]`` and ``x[..., -2]`` (static dims of a tensor with a dynamic dim)."""
@@ -141,6 +158,11 @@ def test_multihead_attention_dynamic_batch_and_sequence_parity(tmp_path):
 def test_transformer_encoder_dynamic_batch_and_sequence_parity(tmp_path):
     check_parity(tmp_path, Encoder(), torch.randn(3, 5, 8), ({0: BATCH, 1: SEQ},),
                  [(1, 2, 8), (2, 7, 8), (8, 12, 8)])
+
+
+def test_transformer_decoder_dynamic_batch_parity(tmp_path):
+    check_parity(tmp_path, Decoder(), torch.randn(3, 5, 8), ({0: BATCH},),
+                 [(1, 5, 8), (4, 5, 8), (8, 5, 8)])
 
 
 def test_integer_indices_on_dynamic_dims_parity(tmp_path):

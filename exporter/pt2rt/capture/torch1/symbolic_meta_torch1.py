@@ -14,6 +14,8 @@ tensor factories; the graph keeps the original ATen op, so the runtime runs ATen
 Rules (the op -> its output shapes, as ATen's kernels compute them):
 
 * ``aten.lerp.Scalar`` (BatchNorm running statistics, ``decompositions.py``): broadcast shape.
+* ``aten.baddbmm`` (``nn.MultiheadAttention`` with a mask, ``nn.TransformerDecoder``):
+  ``[b, n, p]`` for ``[b, n, m] @ [b, m, p]`` (Blas.cpp).
 * ``aten.convolution_backward``: grad_input like input, grad_weight like weight, grad_bias
   ``[out_channels]`` (aten/src/ATen/native/Convolution.cpp).
 * ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
@@ -82,6 +84,11 @@ aten = torch.ops.aten
 def _lerp_scalar(self, end, weight):
     shape = torch.broadcast_shapes(self.shape, end.shape)
     return self.new_empty(shape)
+
+
+def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    # nn.MultiheadAttention with an attn_mask, nn.TransformerDecoder (Blas.cpp): [b, n, p]
+    return batch1.new_empty((batch1.shape[0], batch1.shape[1], batch2.shape[2]))
 
 
 def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
@@ -206,6 +213,7 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.div_.Tensor: _in_place,
         aten.mul_.Tensor: _in_place,
         aten.lerp.Scalar: _lerp_scalar,
+        aten.baddbmm.default: _baddbmm,
         aten.convolution_backward.default: _convolution_backward,
         aten.max_pool2d_with_indices_backward.default: _like_self,
         aten.avg_pool2d_backward.default: _like_self,
