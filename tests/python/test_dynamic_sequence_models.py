@@ -165,6 +165,57 @@ def test_transformer_decoder_dynamic_batch_parity(tmp_path):
                  [(1, 5, 8), (4, 5, 8), (8, 5, 8)])
 
 
+class Shuffle(torch.nn.Module):
+    """pixel_shuffle / pixel_unshuffle around a convolution (torch 1.13 symbolic-shape rules)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(2, 8, 3, padding=1)
+        self.head = torch.nn.Conv2d(8, 3, 1)
+
+    def forward(self, x):
+        up = torch.nn.functional.pixel_shuffle(self.conv(x), 2)
+        return self.head(torch.nn.functional.pixel_unshuffle(up, 2))
+
+
+class Routing(torch.nn.Module):
+    """Mixture-of-experts routing ops (torch 1.13 rules; their 1.13 autograd nodes read
+    concrete sizes, so a dynamic training capture still stops there, by name): topk, argmax,
+    scatter, gather, cummax."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.gate = torch.nn.Linear(6, 5)
+
+    def forward(self, x):
+        logits = self.gate(x)
+        top, idx = logits.topk(2, -1)
+        gates = torch.zeros_like(logits).scatter(-1, idx, top.softmax(-1))
+        best = logits.argmax(-1, keepdim=True)
+        peak, where = torch.cummax(gates, -1)
+        return gates.gather(-1, best) + peak, where
+
+
+def test_pixel_shuffle_dynamic_batch_parity(tmp_path):
+    check_parity(tmp_path, Shuffle(), torch.randn(3, 2, 4, 4), ({0: BATCH},),
+                 [(1, 2, 4, 4), (8, 2, 4, 4)])
+
+
+def test_routing_ops_dynamic_batch_inference_parity(tmp_path):
+    model, path = Routing(), str(tmp_path / "routing.pt2")
+    pt2rt.export(model, (torch.randn(3, 6),), train=False, dynamic_shapes=({0: BATCH},),
+                 bundle_examples=False).save(path)
+    loaded = pt2rt.load(path)
+    for n in (1, 8):
+        x = torch.randn(n, 6)
+        with torch.no_grad():
+            want = model.eval()(x)
+        for got, w in zip(loaded.run_inference(x), want):
+            assert_close(got, w)
+
+
 def test_integer_indices_on_dynamic_dims_parity(tmp_path):
     # x[-1] on the dynamic dim is the last row at every size, never the traced size's row
     check_parity(tmp_path, Index(), torch.randn(5, 3, 4), ({0: pt2rt.Dim("n", min=1, max=9)},),

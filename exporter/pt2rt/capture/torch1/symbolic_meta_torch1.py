@@ -16,6 +16,14 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.lerp.Scalar`` (BatchNorm running statistics, ``decompositions.py``): broadcast shape.
 * ``aten.baddbmm`` (``nn.MultiheadAttention`` with a mask, ``nn.TransformerDecoder``):
   ``[b, n, p]`` for ``[b, n, m] @ [b, m, p]`` (Blas.cpp).
+* ``aten.topk`` (mixture-of-experts routing): values and int64 indices with ``k`` at ``dim``
+  (Sorting.cpp); ``aten.argmax`` / ``argmin``: int64, ``dim`` removed or kept;
+  ``aten.cummax`` / ``cummin``: values and indices like ``self``;
+  ``aten.logcumsumexp``, ``cumprod``: like ``self``.
+* ``aten.pixel_shuffle`` / ``pixel_unshuffle`` (super-resolution heads): channels divided /
+  multiplied by r², height and width multiplied / divided by r (PixelShuffle.cpp).
+* ``aten.gather``: the index's shape; ``aten.scatter`` (``.src``, ``.value``), ``scatter_add``,
+  ``scatter_reduce.two``, ``index_add``: like ``self`` (ScatterGatherChecks.h).
 * ``aten.convolution_backward``: grad_input like input, grad_weight like weight, grad_bias
   ``[out_channels]`` (aten/src/ATen/native/Convolution.cpp).
 * ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
@@ -89,6 +97,49 @@ def _lerp_scalar(self, end, weight):
 def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     # nn.MultiheadAttention with an attn_mask, nn.TransformerDecoder (Blas.cpp): [b, n, p]
     return batch1.new_empty((batch1.shape[0], batch1.shape[1], batch2.shape[2]))
+
+
+def _topk(self, k, dim=-1, largest=True, sorted=True):
+    # MoE routing (Sorting.cpp): values and int64 indices, dim `dim` of size k
+    shape = list(self.shape)
+    if shape:
+        shape[dim] = k
+    return self.new_empty(shape), self.new_empty(shape, dtype=torch.long)
+
+
+def _arg_reduce(self, dim=None, keepdim=False):
+    # argmax / argmin (ReduceOps.cpp): int64, `dim` removed or kept as 1; all dims without it
+    if dim is None:
+        return self.new_empty((1,) * self.dim() if keepdim else (), dtype=torch.long)
+    shape = list(self.shape)
+    if keepdim:
+        shape[dim] = 1
+    else:
+        del shape[dim]
+    return self.new_empty(shape, dtype=torch.long)
+
+
+def _values_and_indices(self, dim):
+    # cummax / cummin (ReduceOps.cpp): self's shape, values and int64 indices
+    return self.new_empty(self.shape), self.new_empty(self.shape, dtype=torch.long)
+
+
+def _gather(self, dim, index, sparse_grad=False):
+    # the index's shape (ScatterGatherChecks.h)
+    return self.new_empty(index.shape)
+
+
+def _pixel_shuffle(self, upscale_factor):
+    # PixelShuffle.cpp: [..., C / r^2, H * r, W * r]
+    r = upscale_factor
+    *batch, c, h, w = self.shape
+    return self.new_empty((*batch, c // (r * r), h * r, w * r))
+
+
+def _pixel_unshuffle(self, downscale_factor):
+    r = downscale_factor
+    *batch, c, h, w = self.shape
+    return self.new_empty((*batch, c * r * r, h // r, w // r))
 
 
 def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
@@ -214,6 +265,21 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.mul_.Tensor: _in_place,
         aten.lerp.Scalar: _lerp_scalar,
         aten.baddbmm.default: _baddbmm,
+        aten.topk.default: _topk,
+        aten.cummax.default: _values_and_indices,
+        aten.argmax.default: _arg_reduce,
+        aten.argmin.default: _arg_reduce,
+        aten.cummin.default: _values_and_indices,
+        aten.pixel_shuffle.default: _pixel_shuffle,
+        aten.scatter.src: _like_input,
+        aten.scatter.value: _like_input,
+        aten.scatter_add.default: _like_input,
+        aten.scatter_reduce.two: _like_input,
+        aten.index_add.default: _like_input,
+        aten.gather.default: _gather,
+        aten.logcumsumexp.default: _like_input,
+        aten.cumprod.default: _like_input,
+        aten.pixel_unshuffle.default: _pixel_unshuffle,
         aten.convolution_backward.default: _convolution_backward,
         aten.max_pool2d_with_indices_backward.default: _like_self,
         aten.avg_pool2d_backward.default: _like_self,
