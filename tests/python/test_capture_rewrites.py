@@ -143,3 +143,11 @@ def test_affine_grid_matches_eager_with_a_dynamic_batch(volumetric, align_corner
         step = loaded.train_step(x, grad_outputs=[g])
         for name, p in model.named_parameters():
             torch.testing.assert_close(step.grads[name], p.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2, reason="torch 1.13's limit")
+def test_affine_grid_with_a_dynamic_batch_is_refused_by_name_on_torch_1_13():
+    with pytest.raises(pt2rt.ExportError, match=r"affine_grid has no symbolic-shape rule on "
+                       r"torch 1\.13.*static shapes"):
+        pt2rt.export(SpatialTransformer(False), (torch.randn(2, 3, 4, 5),),
+                     dynamic_shapes=({0: pt2rt.Dim("batch", min=1, max=8)},))

@@ -484,7 +484,9 @@ _MARKERS = ("couldn't find symbolic meta function", "on tensor with symbolic siz
             "could not find kernel", "Unable to cast Python instance to C++ type",
             # a depthwise convolution's backward over a symbolic height or width (mobilenet
             # v3's): 1.13 picks no backend for it and falls through to the overrideable stub
-            "convolution_backward_overrideable")
+            "convolution_backward_overrideable",
+            # a SymInt list where a binding wants ints (F.affine_grid's size on a dynamic dim)
+            "must be tuple of ints")
 
 
 def no_symbolic_rule(e: BaseException, model: torch.nn.Module, what: str) -> None:
