@@ -14,9 +14,10 @@ tensor arguments only — what the C++ runtime, ``export-cli`` and ``pt2rt.load`
 metadata ``specialized_inputs`` records the constants (a JSON list of ``{"name", "position"
 (in forward()'s parameters, self excluded), "value" (its repr)}``); ``pt2rt.load(...).module()``
 takes them back where the original forward had them and checks each is the exported value, as
-torch.export's ``ExportedProgram.module()`` checks a specialized input. Not done (the capture's own error stands) for a ``forward`` with ``*args``,
-``**kwargs`` or positional-only parameters, or one set on the instance; a scalar nested in a
-list or dict input is refused by ``input_spec.flatten``, naming its path.
+torch.export's ``ExportedProgram.module()`` checks a specialized input. Not done (the
+capture's own error stands) for a ``forward`` with ``*args``, ``**kwargs`` or positional-only
+parameters, one set on the instance, or a TorchScript module; a scalar nested in a list or dict
+input is refused by ``input_spec.flatten``, naming its path.
 """
 from __future__ import annotations
 
