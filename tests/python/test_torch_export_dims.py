@@ -1,6 +1,6 @@
 """``torch.export.Dim`` objects in ``dynamic_shapes`` (``capture/dynamic.py``), as torch.export
-users write them: named dims (torch >= 2.12 makes them instances, 2.9 to 2.11 classes; both
-were refused on 2.14 before), derived dims (``Dim + 1``, ``2 * Dim``), one object on several
+users write them: named dims (torch 2.14 makes them instances, which were refused before;
+earlier 2.x makes classes), derived dims (``Dim + 1``, ``2 * Dim``), one object on several
 inputs meaning equal sizes, and the hints ``Dim.AUTO`` / ``Dim.DYNAMIC`` (optionally with a
 range) / ``Dim.STATIC``. torch 1.13 has no torch.export: skipped there."""
 import warnings

@@ -113,8 +113,8 @@ def _int(v: Any, op: str) -> int:
 
 
 def _is_torch_dim(v: Any) -> bool:
-    """A ``torch.export.Dim``: a class (``_Dim``, ``_DerivedDim``, ``_StaticDim``: torch 2.9 to
-    2.11) or an instance of ``torch.export.dynamic_shapes.Dim`` (torch >= 2.12, derived dims
+    """A ``torch.export.Dim``: a class (``_Dim``, ``_DerivedDim``, ``_StaticDim``: earlier
+    torch 2.x) or an instance of ``torch.export.dynamic_shapes.Dim`` (torch 2.14; derived dims
     ``_DerivedDim``)."""
     if isinstance(v, type):
         return type(v).__name__ in ("_Dim", "_DerivedDim", "_StaticDim")
