@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 
 from .capture.dynamic import DerivedDim, Dim
-from .capture.none_outputs import NoneLeaves, none_outputs_dropped
+from .capture.none_outputs import none_outputs_dropped
 from .capture.specialized_inputs import scalars_specialized
 from .errors import CaptureError, ExportError, ExportTypeError, FormatError, InputError
 from .format.reader import LoadedArchive, load
@@ -205,48 +205,36 @@ def export(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] =
     log.info("capturing %s with torch %s (%s)", type(model).__name__, torch.__version__,
              ", ".join(g for g, on in (("training graphs", train), ("inference graph", inference))
                        if on) or "no graphs")
-    from .capture.capture import check_model_type
-    check_model_type(model)
-    # as torch.export: None outputs allowed, Python scalar inputs specialized
-    with none_outputs_dropped(model) as none_leaves, \
-            scalars_specialized(model, args, kwargs) as (args, kwargs, specialized):
-        return _export(model, args, kwargs, train, inference, partitioner, decompositions,
-                       optimize_inference, dynamic_shapes, bundle_examples, float64_references,
-                       full_references, log, start, none_leaves, specialized)
-
-
-def _export(model, args, kwargs, train, inference, partitioner, decompositions,
-            optimize_inference, dynamic_shapes, bundle_examples, float64_references,
-            full_references, log, start, none_leaves: NoneLeaves,
-            specialized: Dict[str, str]) -> "ExportedArchive":
-    """``export``'s body, while ``none_outputs_dropped`` holds (arguments as there)."""
-    from .capture.capture import capture
+    from .capture.capture import capture, check_model_type
     from .capture.examples import eager_example
     from .passes.run_bounds import warn_if_over_bounds
     from .format.serialize import build_program, write_program
-    captured = capture(model, args, kwargs, train=train, inference=inference,
-                       partitioner=partitioner, decompositions=decompositions,
-                       optimize_inference=optimize_inference,
-                       dynamic_shapes=dynamic_shapes)
-    if none_leaves.paths:  # where forward() returned None (ArchiveModule puts it back)
-        captured.metadata["none_outputs"] = json.dumps(none_leaves.paths)
-    captured.metadata.update(specialized)
-    log.info("captured %s in %.1f s", ", ".join(
-        f"{g.role.name.lower()} ({_op_nodes(g)} nodes)" for g in captured.graphs),
-        time.perf_counter() - start)
-    examples = []
-    if bundle_examples:
-        log.info("running the eager references%s", " (float32 and float64)"
-                 if float64_references else "")
-        examples.append(eager_example(model, captured.weights, captured.signature,
-                                      captured.example_inputs,
-                                      train=train, inference=inference,
-                                      train_run=captured.eager_train,
-                                      eval_outputs=captured.eager_eval,
-                                      full_references=full_references,
-                                      float64=float64_references))
-    if bundle_examples:
-        log.info("eager references done at %.1f s", time.perf_counter() - start)
+    check_model_type(model)
+    # as torch.export: None outputs allowed, Python scalar inputs specialized
+    with none_outputs_dropped(model) as none_paths, \
+            scalars_specialized(model, args, kwargs) as (args, kwargs, specialized):
+        captured = capture(model, args, kwargs, train=train, inference=inference,
+                           partitioner=partitioner, decompositions=decompositions,
+                           optimize_inference=optimize_inference,
+                           dynamic_shapes=dynamic_shapes)
+        if none_paths:  # where forward() returned None (ArchiveModule puts it back)
+            captured.metadata["none_outputs"] = json.dumps(none_paths)
+        captured.metadata.update(specialized)
+        log.info("captured %s in %.1f s", ", ".join(
+            f"{g.role.name.lower()} ({_op_nodes(g)} nodes)" for g in captured.graphs),
+            time.perf_counter() - start)
+        examples = []
+        if bundle_examples:
+            log.info("running the eager references%s", " (float32 and float64)"
+                     if float64_references else "")
+            examples.append(eager_example(model, captured.weights, captured.signature,
+                                          captured.example_inputs,
+                                          train=train, inference=inference,
+                                          train_run=captured.eager_train,
+                                          eval_outputs=captured.eager_eval,
+                                          full_references=full_references,
+                                          float64=float64_references))
+            log.info("eager references done at %.1f s", time.perf_counter() - start)
     program, blobs = build_program(captured, examples)
     program_fb = write_program(program)
     warn_if_over_bounds(program, len(program_fb) + sum(len(b) for _, b in blobs))

@@ -140,6 +140,13 @@ def _affine(d: Any) -> Tuple[int, int]:
     return f1 - f0, f0
 
 
+def _upper(hi: Any) -> Optional[int]:
+    """A torch.export upper bound as ``Dim``'s ``max``: None for unbounded (None, inf, sympy's
+    ``int_oo``, INT64_MAX)."""
+    unbounded = hi is None or hi == math.inf or str(hi) == "int_oo" or hi >= INT64_MAX
+    return None if unbounded else hi
+
+
 def _from_torch_dim(d: Any, cache: Dict[int, Any]) -> Optional[Any]:
     """A ``torch.export.Dim`` as ours (None for a static one); one pt2rt Dim per torch Dim
     object (``cache``, by id), so reuse, and derivation from a root, still mean equality."""
@@ -153,10 +160,7 @@ def _from_torch_dim(d: Any, cache: Dict[int, Any]) -> Optional[Any]:
         scale, offset = _affine(d)
         out = DerivedDim(root, scale, offset)
     else:
-        hi = d.max
-        hi = None if hi is None or hi >= INT64_MAX or hi == math.inf or str(hi) == "int_oo" \
-            else hi
-        out = Dim(d.__name__, min=d.min, max=hi)
+        out = Dim(d.__name__, min=d.min, max=_upper(d.max))
     cache[id(d)] = out
     return out
 
@@ -168,9 +172,8 @@ def _from_hint(hint: Any, name: str) -> Optional[Dim]:
     kind = getattr(getattr(hint, "type", None), "name", "")
     if kind == "STATIC":
         return None
-    lo, hi = getattr(hint, "min", None), getattr(hint, "max", None)
-    hi = None if hi is None or hi == math.inf or str(hi) == "int_oo" else hi
-    return Dim(re.sub(r"\W", "_", name).strip("_") or "dim", min=lo, max=hi)
+    return Dim(re.sub(r"\W", "_", name).strip("_") or "dim", min=getattr(hint, "min", None),
+               max=_upper(getattr(hint, "max", None)))
 
 
 @dataclass

@@ -61,13 +61,13 @@ def _module_of(model: torch.nn.Module, fqn: str) -> str:
 
 
 def _scripted_owner(model: torch.nn.Module, fqn: str):
-    """The FQN of the outermost TorchScript module (``torch.jit.ScriptModule``) on the path to
-    weight ``fqn``, or None."""
+    """The FQN of the outermost TorchScript submodule (``torch.jit.ScriptModule``) on the path
+    to weight ``fqn``, or None (the root is never one: ``capture.check_model_type``)."""
     parts = fqn.split(".")[:-1]
-    for i in range(len(parts) + 1):
+    for i in range(1, len(parts) + 1):
         path = ".".join(parts[:i])
-        if isinstance(model.get_submodule(path) if path else model, torch.jit.ScriptModule):
-            return path or "(the root)"
+        if isinstance(model.get_submodule(path), torch.jit.ScriptModule):
+            return path
     return None
 
 

@@ -27,27 +27,20 @@ from ..errors import ExportError
 from ..ir.output_names import output_names
 
 
-class NoneLeaves:
-    """What ``none_outputs_dropped`` saw: ``paths``, the pytree paths (``output_names``'
-    spelling) of the ``None`` leaves of the first return value that had any, else empty."""
-
-    def __init__(self) -> None:
-        self.paths: List[str] = []
-
-
 @contextlib.contextmanager
-def none_outputs_dropped(model: torch.nn.Module) -> Iterator[NoneLeaves]:
+def none_outputs_dropped(model: torch.nn.Module) -> Iterator[List[str]]:
     """Within the block, ``model(...)`` returns its output with each ``None`` leaf replaced by
     ``()`` (see the module docstring); the hook runs after the user's own forward hooks and is
-    removed on exit, also on an exception. Yields the ``NoneLeaves`` record.
+    removed on exit, also on an exception. Yields the list the hook fills with the pytree paths
+    (``output_names``' spelling) of the ``None`` leaves of the first output that had any.
 
     Raises:
         ExportError: (from the model's call) forward() returns only None.
     """
-    seen = NoneLeaves()
+    paths: List[str] = []
     if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
         # the capture refuses a non-Module, with its own error; a ScriptModule takes no hooks
-        yield seen
+        yield paths
         return
 
     def hook(module, args, out):
@@ -58,13 +51,13 @@ def none_outputs_dropped(model: torch.nn.Module) -> Iterator[NoneLeaves]:
             raise ExportError(f"pt2rt.export: {type(module).__name__}.forward() returns no "
                               "tensor (its outputs are all None); an archive needs at least "
                               "one tensor output")
-        if not seen.paths:
+        if not paths:
             names = output_names(spec, len(leaves))
-            seen.paths = [n for n, leaf in zip(names, leaves) if leaf is None]
+            paths.extend(n for n, leaf in zip(names, leaves) if leaf is None)
         return pytree.tree_unflatten([() if leaf is None else leaf for leaf in leaves], spec)
 
     handle = model.register_forward_hook(hook)
     try:
-        yield seen
+        yield paths
     finally:
         handle.remove()

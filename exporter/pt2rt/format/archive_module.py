@@ -111,16 +111,16 @@ def specialized_inputs(metadata: Dict[str, str]) -> List[Dict[str, Any]]:
     return sorted(entries, key=lambda e: e["position"]) if ok else []
 
 
-def drop_specialized(metadata: Dict[str, str], args: Sequence[Any],
+def drop_specialized(specialized: List[Dict[str, Any]], args: Sequence[Any],
                      kwargs: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any]]:
     """``args``/``kwargs`` as the original forward() takes them, without the specialized
-    arguments (by position, or by name).
+    arguments (``specialized_inputs``' entries; by position, or by name).
 
     Raises:
         InputError: a specialized argument passed with another value than the exported one.
     """
     args, kwargs = list(args), dict(kwargs)
-    for e in reversed(specialized_inputs(metadata)):  # last position first: indices stay
+    for e in reversed(specialized):  # last position first: the earlier indices stay
         name, pos = e["name"], e["position"]
         if name in kwargs:
             given = kwargs.pop(name)
@@ -180,6 +180,13 @@ class ArchiveModule(torch.nn.Module):
                                        persistent=w.kind is WeightKind.Buffer and w.persistent)
                 archive.weights[w.fqn] = parent.get_buffer(name)
         self.training = archive.graph(GraphRole.Inference) is None
+        # the output names with forward()'s None leaves (padded with None at each call), and
+        # the specialized arguments: read from the metadata once
+        names = archive.program.output_names or [f"[{i}]" for i in
+                                                 range(len(archive.signature.outputs))]
+        nones = none_paths(archive.program.metadata)
+        self.output_names_, self.none_count_ = names + nones, len(nones)
+        self.specialized_ = specialized_inputs(archive.program.metadata)
 
     def _submodule(self, path: str) -> torch.nn.Module:
         mod: torch.nn.Module = self
@@ -195,11 +202,8 @@ class ArchiveModule(torch.nn.Module):
 
     def forward(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> Any:
         archive = self.archive
-        names = archive.program.output_names or [f"[{i}]" for i in
-                                                 range(len(archive.signature.outputs))]
-        args, kwargs = drop_specialized(archive.program.metadata, args, kwargs)
-        nones = none_paths(archive.program.metadata)
-        names, pad = names + nones, [None] * len(nones)
+        args, kwargs = drop_specialized(self.specialized_, args, kwargs)
+        names, pad = self.output_names_, [None] * self.none_count_
         if not self.training:
             if archive.graph(GraphRole.Inference) is None:
                 raise RuntimeError("pt2rt: this archive has no inference graph (exported with "

@@ -298,8 +298,7 @@ def affine_grid_generator(theta, size, align_corners):
     axes = [_grid_axis(theta, s, align_corners) for s in spatial]  # (D,) H, W
     coords = torch.meshgrid(*axes, indexing="ij")
     base = torch.stack([*reversed(coords), torch.ones_like(coords[0])], -1)  # x, y, (z,) 1
-    points = math.prod(spatial) if all(isinstance(s, int) for s in spatial) else \
-        functools.reduce(operator.mul, spatial)
+    points = functools.reduce(operator.mul, spatial)  # ints or SymInts
     flat = base.reshape(1, points, len(spatial) + 1).expand(n, points, len(spatial) + 1)
     return flat.bmm(theta.transpose(1, 2)).view(n, *spatial, len(spatial))
 
