@@ -51,6 +51,7 @@ from ...ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, Outp
 from ...ir.graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature,
                             GraphRole, WeightKind, WeightSpec)
 from ...ops import rnn_ops
+from ...ops.device_dependence import device_dependent_results
 from ...ops.decompositions import training_decompositions
 from ...ops.traceable_ops import TORCH1_OPS, replacement
 from ...passes.graph_passes import (bernoulli_out_of_place, drop_unused_batch_norm_stats,
@@ -199,7 +200,8 @@ class _FakeReplayCost:
     similar per-node overhead). A conv net at 8x3x64x64 replays faster for real (mobilenet_v2:
     0.9 s against 1.8 s), an nn.TransformerEncoder at batch 32x128 much faster fake (0.5 s
     against 14.5 s). Both give the same graph (byte-identical programs on the test model
-    set): the choice only moves time."""
+    set; ``_fake_trace`` declines the graphs where they would not): the choice only moves
+    time."""
 
     per_node: Optional[float] = None
     DEFAULT_PER_NODE = 1e-3  # before any fake trace has been timed (this 2-core machine's)
@@ -249,6 +251,7 @@ def _fake_trace(fn: Callable, args: Sequence, what: str, model,
     (lowering reads it as symbolic sizes): dropped, leaving ``tensor_meta`` as a real trace
     records it. None when the fake trace fails — a plain tensor attribute of the model reaches
     an op (fake mode refuses real inputs), an op without a fake implementation, a value read —
+    or when it read a result whose shape depends on the device (``_reads_device_dependent``),
     and the caller then traces the real tensors, which gives the same graph or the error the
     real trace raises."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -259,9 +262,29 @@ def _fake_trace(fn: Callable, args: Sequence, what: str, model,
             gm = _trace(fn, fakes, what, model, decompositions)
     except Exception:  # noqa: BLE001 - whatever fake propagation raises: trace for real
         return None
+    if _reads_device_dependent(gm):
+        return None
     for node in gm.graph.nodes:
         node.meta.pop("val", None)
     return gm
+
+
+def _reads_device_dependent(gm: fx.GraphModule) -> bool:
+    """Whether a result whose shape differs by device (``ops/device_dependence.py``) is used
+    in ``gm``. Fake tensors give it the CUDA/meta shape, the CPU kernels another, and code
+    traced through it may branch on that shape: ``_embedding_bag``'s ``offset2bag`` is empty
+    on the CPU in mode ``sum``, so ATen's ``_embedding_bag_backward`` rebuilds it there — ops
+    a fake trace, seeing a full ``offset2bag``, never records, and the graph then fails on the
+    CPU (IndexError in ``_embedding_bag_dense_backward``). Only a real trace records what the
+    CPU does."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        varying = device_dependent_results(node.target, node.args, node.kwargs)
+        if varying and any(user.target is operator.getitem and user.args[1] in varying
+                           and user.users for user in node.users):
+            return True
+    return False
 
 
 def _op_nodes(gm: fx.GraphModule) -> int:
