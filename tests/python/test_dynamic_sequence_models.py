@@ -15,6 +15,7 @@ from torch.testing import assert_close
 
 import pt2rt
 from pt2rt.capture.capture import capture
+from dynamic_parity import check_parity
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 only_1_13 = pytest.mark.skipif(TORCH2, reason="torch 1.13 symbolic-shape rules")
@@ -96,40 +97,6 @@ class Index(torch.nn.Module):
     def forward(self, x):
         y = self.lin(x)
         return y[-1] * 2 + y[0], y[:, 1], y[..., -2]
-
-
-def _outputs(out):
-    return list(out) if isinstance(out, (tuple, list)) else [out]
-
-
-def check_parity(tmp_path, model, example, dynamic, shapes):
-    """Exports ``model`` once with ``dynamic`` and compares, at each shape, the eval outputs and
-    one training step (outputs, parameter gradients) of the archive with eager."""
-    path = str(tmp_path / "model.pt2")
-    pt2rt.export(model, (example,), dynamic_shapes=dynamic, bundle_examples=False).save(path)
-    loaded = pt2rt.load(path)
-    for i, shape in enumerate(shapes):
-        torch.manual_seed(10 + i)
-        x = torch.randn(*shape)
-        with torch.no_grad():
-            want = _outputs(copy.deepcopy(model).eval()(x))
-        got = loaded.run_inference(x)
-        for k, (g, w) in enumerate(zip(got, want)):
-            assert_close(g, w, rtol=1e-5, atol=1e-6, msg=lambda m: f"eval {k} at {shape}: {m}")
-
-        m = copy.deepcopy(model).train()
-        torch.manual_seed(100 + i)   # dropout: the archive draws eager's masks from one seed
-        outs = _outputs(m(x))
-        grads_out = [torch.randn_like(o) for o in outs]
-        torch.autograd.backward(outs, grads_out)
-        torch.manual_seed(100 + i)
-        step = loaded.train_step(x, grad_outputs=grads_out)
-        for k, (g, w) in enumerate(zip(step.outputs, outs)):
-            assert_close(g, w.detach(), rtol=1e-5, atol=1e-6,
-                         msg=lambda m: f"train output {k} at {shape}: {m}")
-        for n, p in m.named_parameters():
-            assert_close(step.grads[n], p.grad, rtol=1e-5, atol=1e-6,
-                         msg=lambda m: f"grad {n} at {shape}: {m}")
 
 
 LSTMS = {

@@ -39,6 +39,7 @@ import operator
 import re
 import time
 import traceback
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -560,10 +561,20 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
                     running: List[str] = []
                     _watch_backward([outs[i] for i in diff], running)
                     try:
-                        grads = rnn_ops.grad([outs[i] for i in diff], targets, list(tang), cuts)
+                        with warnings.catch_warnings():
+                            # anomaly mode's report of a failing node (provenance records
+                            # with it on): the error below names the node instead
+                            warnings.filterwarnings("ignore", message="Error detected in ")
+                            grads = rnn_ops.grad([outs[i] for i in diff], targets, list(tang),
+                                                 cuts)
                     except ExportError:
                         raise
                     except Exception as e:
+                        if dynamic is not None and running:
+                            from .symbolic_meta_torch1 import no_symbolic_rule
+                            no_symbolic_rule(e, model, "joint forward+backward",
+                                             backward=(_backward_name(running[-1]),
+                                                       running[-1]))
                         if reads_traced_value(e) and running:
                             raise CaptureError(
                                 f"pt2rt.export: the backward of {_backward_name(running[-1])} "

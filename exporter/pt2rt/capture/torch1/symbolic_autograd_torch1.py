@@ -33,7 +33,7 @@ aten = torch.ops.aten
 INT64_MAX = 2 ** 63 - 1
 
 
-def _records(x: torch.Tensor) -> bool:
+def records(x: torch.Tensor) -> bool:
     """Autograd records an op on ``x`` and ``x`` has a symbolic size."""
     return torch.is_grad_enabled() and x.requires_grad and \
         not all(isinstance(n, int) for n in x.shape)
@@ -42,7 +42,7 @@ def _records(x: torch.Tensor) -> bool:
 def select(x: torch.Tensor, dim: int, index: int) -> torch.Tensor:
     """``x.select(dim, index)``; the index as given (a negative one counts from the end at run
     time: ATen's ``select`` and ``slice`` wrap it, so a dynamic dim is not fixed)."""
-    if not _records(x):
+    if not records(x):
         return aten.select.int(x, dim, index)
     dim = dim % x.dim()
     end = INT64_MAX if index == -1 else index + 1
@@ -53,7 +53,7 @@ def select(x: torch.Tensor, dim: int, index: int) -> torch.Tensor:
 def split(x: torch.Tensor, split_size: int, dim: int = 0, unsafe: bool = False) -> List[Any]:
     """``aten.split.Tensor(x, split_size, dim)`` (``unsafe``: ``aten.unsafe_split.Tensor``) over a
     static dim."""
-    if not _records(x):
+    if not records(x):
         op = aten.unsafe_split.Tensor if unsafe else aten.split.Tensor
         return list(op(x, split_size, dim))
     size = x.shape[dim]
@@ -64,7 +64,7 @@ def split(x: torch.Tensor, split_size: int, dim: int = 0, unsafe: bool = False) 
 def unbind(x: torch.Tensor, dim: int = 0) -> List[torch.Tensor]:
     """``x.unbind(dim)`` over a static dim (``UnbindBackward0`` reads the gradients' concrete
     sizes: when recording, one ``select`` per index)."""
-    if not _records(x):
+    if not records(x):
         return list(aten.unbind.int(x, dim))
     return [select(x, dim, i) for i in range(x.shape[dim])]
 
@@ -84,7 +84,7 @@ def cat(tensors: List[torch.Tensor], dim: int = 0) -> torch.Tensor:
     dim merged by a view — the same elements in the same places (``StackBackward0`` saves only
     ``dim``); pieces of different shapes stay ``cat`` (a symbolic size then fails the export
     naming it)."""
-    if not any(_records(t) for t in tensors) or \
+    if not any(records(t) for t in tensors) or \
             not all(_same_shape(tensors[0], t) for t in tensors[1:]):
         return torch.cat(tensors, dim)
     first = tensors[0]

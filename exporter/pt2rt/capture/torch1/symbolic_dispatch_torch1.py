@@ -13,9 +13,12 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
   - CompositeImplicitAutograd: ``chunk`` — ATen's ``chunk`` (TensorShape.cpp) is
     ``split(ceil(size / chunks), dim)``: ``symbolic_meta_torch1.chunk_as_split`` (refused over
     a symbolic dim); ``dropout`` (e.g. on the attention weights) — ATen's ``_dropout_impl``
-    reads ``numel()``: ``symbolic_meta_torch1.aten_dropout``; ``adaptive_avg_pool2d`` (ConvNeXt's head on a channels-last-strided input) — ATen's
+    reads ``numel()``: ``symbolic_dropout_torch1.aten_dropout``; ``adaptive_avg_pool2d`` (ConvNeXt's head on a channels-last-strided input) — ATen's
     (AdaptiveAveragePooling.cpp) is ``mean([-1, -2], keepdim=True)`` for an output of 1x1 and
-    ``_adaptive_avg_pool2d`` otherwise (whose shape is a meta rule);
+    ``_adaptive_avg_pool2d`` otherwise (whose shape is a meta rule); ``feature_dropout``,
+    ``alpha_dropout``, ``feature_alpha_dropout`` (Dropout.cpp's read ``numel()``):
+    ``symbolic_dropout_torch1.aten_feature_dropout``; ``nll_loss_nd`` and ``cross_entropy_loss``
+    (LossNLL.cpp's read sizes): ``symbolic_losses_torch1.loss_kernels``;
 * ``PySymInt.__bool__``: ``bool(n)`` of a size as the guard ``n != 0`` — torch 1.13 evaluates
   ``n`` itself, recording the guard "n == its traced value" (``torch._refs``' reductions check
   ``all(a.shape[i] for i in dims)``, e.g. in softmax's ``amax``), which would fix the Dim;
@@ -36,8 +39,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .symbolic_meta_torch1 import (aten_dropout, chunk_as_split, meta_select, meta_split,
-                                   meta_unbind, static_int)
+from .symbolic_losses_torch1 import loss_kernels
+from .symbolic_dropout_torch1 import aten_dropout, aten_feature_dropout
+from .symbolic_meta_torch1 import (chunk_as_split, meta_select, meta_split, meta_unbind,
+                                   static_int)
 
 aten = torch.ops.aten
 
@@ -120,7 +125,27 @@ def _meta_kernels() -> contextlib.ExitStack:
     stack.enter_context(_py_kernel(aten.dropout.default, implicit, _dropout_kernel))
     stack.enter_context(_py_kernel(aten.adaptive_avg_pool2d.default, implicit,
                                    _adaptive_avg_pool2d_kernel))
+    for op, fn in _FEATURE_DROPOUTS + loss_kernels():
+        stack.enter_context(_py_kernel(op, implicit, fn))
     return stack
+
+
+def _feature_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+    return aten_feature_dropout(input, p, train)
+
+
+def _alpha_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+    return aten_feature_dropout(input, p, train, feature=False, alpha=True)
+
+
+def _feature_alpha_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+    return aten_feature_dropout(input, p, train, alpha=True)
+
+
+# Dropout.cpp's feature and alpha variants read numel(): ATen's _dropout_impl in Python
+_FEATURE_DROPOUTS = [(aten.feature_dropout.default, _feature_dropout),
+                     (aten.alpha_dropout.default, _alpha_dropout),
+                     (aten.feature_alpha_dropout.default, _feature_alpha_dropout)]
 
 
 @contextlib.contextmanager
@@ -155,7 +180,7 @@ def _chunk_kernel(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
 
 def _dropout_kernel(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
     """``aten.dropout``'s CompositeImplicitAutograd kernel while a capture traces: ATen's
-    ``_dropout_impl`` on CPU (``symbolic_meta_torch1.aten_dropout``; the C++ one reads
+    ``_dropout_impl`` on CPU (``symbolic_dropout_torch1.aten_dropout``; the C++ one reads
     ``numel()``)."""
     return aten_dropout(input, p, train)
 

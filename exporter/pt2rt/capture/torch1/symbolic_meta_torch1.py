@@ -22,6 +22,12 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
   ``aten.logcumsumexp``, ``cumprod``: like ``self``.
 * ``aten.pixel_shuffle`` / ``pixel_unshuffle`` (super-resolution heads): channels divided /
   multiplied by r², height and width multiplied / divided by r (PixelShuffle.cpp).
+* ``aten.max.dim`` / ``min.dim``: values and int64 indices, ``dim`` removed or kept;
+  ``aten.sort`` (``.default``, ``.stable``): values and int64 indices of ``self``'s shape
+  (ReduceOps.cpp, Sorting.cpp); ``aten.glu``: ``dim`` halved, its backward like ``self``
+  (Activation.cpp); ``aten.logical_and_`` (``clamp``'s backward): in place;
+  ``aten.reflection_pad{1,2,3}d`` / ``replication_pad{1,2,3}d``: as ``constant_pad_nd``, their
+  backward like ``self`` (ReflectionPad.cpp, ReplicationPadding.cpp).
 * ``aten.gather``: the index's shape; ``aten.scatter`` (``.src``, ``.value``), ``scatter_add``,
   ``scatter_reduce.two``, ``index_add``: like ``self`` (ScatterGatherChecks.h).
 * ``aten.convolution_backward``: grad_input like input, grad_weight like weight, grad_bias
@@ -54,7 +60,9 @@ the functions below):
 
 * ``F.dropout``: ATen's ``_dropout_impl`` (aten/src/ATen/native/Dropout.cpp) — the mask is
   ``empty_like(x).bernoulli_(1 - p)`` divided by ``1 - p`` and the result ``x * mask`` — the
-  same values and RNG draws as the static capture; identity when not training or p == 0;
+  same values and RNG draws as the static capture; identity when not training or p == 0
+  (``symbolic_dropout_torch1``, also the feature and alpha variants);
+* ``x.mean()`` while autograd records: ``mean`` over every dim (``mean_all``);
 * ``F.linear`` on inputs of >= 3 dims: ATen's ``linear`` / ``matmul`` fold (``aten_linear``);
 * ``Tensor.__getitem__`` with basic indices (slices with int bounds, ``None``, ``...``, ints):
   ``aten.slice.Tensor`` / ``unsqueeze`` / ``select.int`` (ints, on static and dynamic dims,
@@ -73,12 +81,14 @@ When autograd records, ``select``, ``split``, ``unbind`` and ``cat`` of those go
 and CompositeImplicitAutograd Python kernels, e.g. ``chunk`` and ``dropout`` inside
 ``F.multi_head_attention_forward``; SymInt truthiness and ``float``).
 
-An op still without a rule fails the export: ``no_symbolic_rule`` turns torch's error into an
-``ExportError`` naming the op and saying that static shapes still work.
+Losses are in ``symbolic_losses_torch1``. An op still without a rule fails the export:
+``no_symbolic_rule`` turns torch's error into an ``ExportError`` naming the op — or, when a
+backward formula failed, the autograd node — and saying that static shapes still work, and,
+for a training trace, that the inference graph alone (``train=False``) does.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -117,6 +127,29 @@ def _arg_reduce(self, dim=None, keepdim=False):
     else:
         del shape[dim]
     return self.new_empty(shape, dtype=torch.long)
+
+
+def _reduce_with_indices(self, dim, keepdim=False):
+    # max.dim / min.dim (ReduceOps.cpp): values and int64 indices, `dim` removed or kept as 1
+    shape = list(self.shape)
+    if shape:
+        if keepdim:
+            shape[dim] = 1
+        else:
+            del shape[dim]
+    return self.new_empty(shape), self.new_empty(shape, dtype=torch.long)
+
+
+def _sort(self, *args, **kwargs):
+    # sort / sort.stable (Sorting.cpp): values and int64 indices of self's shape
+    return self.new_empty(self.shape), self.new_empty(self.shape, dtype=torch.long)
+
+
+def _glu(self, dim=-1):
+    # Activation.cpp: `dim` halved
+    shape = list(self.shape)
+    shape[dim] = shape[dim] // 2
+    return self.new_empty(shape)
 
 
 def _values_and_indices(self, dim):
@@ -201,6 +234,12 @@ def _constant_pad_nd(self, pad, value=0):
     return self.new_empty(sizes)
 
 
+def _pad_nd(self, padding):
+    # reflection_pad{1,2,3}d / replication_pad{1,2,3}d (ReflectionPad.cpp, ReplicationPadding.cpp):
+    # the last len(padding) / 2 dims grown by their pads, as constant_pad_nd
+    return _constant_pad_nd(self, padding)
+
+
 def _adaptive_avg_pool2d(self, output_size):
     return self.new_empty(list(self.shape[:-2]) + list(output_size))
 
@@ -270,6 +309,13 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.argmin.default: _arg_reduce,
         aten.cummax.default: _values_and_indices,
         aten.cummin.default: _values_and_indices,
+        aten.max.dim: _reduce_with_indices,
+        aten.min.dim: _reduce_with_indices,
+        aten.sort.default: _sort,
+        aten.sort.stable: _sort,
+        aten.glu.default: _glu,
+        aten.glu_backward.default: _like_self,
+        aten.logical_and_.default: _in_place,
         aten.logcumsumexp.default: _like_input,
         aten.cumprod.default: _like_input,
         aten.pixel_shuffle.default: _pixel_shuffle,
@@ -289,6 +335,18 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.slice_scatter.default: _like_input,
         aten.select_scatter.default: _like_input,
         aten.constant_pad_nd.default: _constant_pad_nd,
+        aten.reflection_pad1d.default: _pad_nd,
+        aten.reflection_pad1d_backward.default: _like_self,
+        aten.reflection_pad2d.default: _pad_nd,
+        aten.reflection_pad2d_backward.default: _like_self,
+        aten.reflection_pad3d.default: _pad_nd,
+        aten.reflection_pad3d_backward.default: _like_self,
+        aten.replication_pad1d.default: _pad_nd,
+        aten.replication_pad1d_backward.default: _like_self,
+        aten.replication_pad2d.default: _pad_nd,
+        aten.replication_pad2d_backward.default: _like_self,
+        aten.replication_pad3d.default: _pad_nd,
+        aten.replication_pad3d_backward.default: _like_self,
         aten.native_batch_norm_backward.default: _native_batch_norm_backward,
         aten.select.int: meta_select,
         aten.unsafe_split.Tensor: meta_split,
@@ -304,15 +362,6 @@ def meta_rules() -> Dict[Any, Callable]:
 
 
 INT64_MAX = 2 ** 63 - 1
-
-
-def aten_dropout(input, p=0.5, training=True, inplace=False):
-    if not training or p == 0:
-        return input
-    if p == 1:
-        return input.mul_(0) if inplace else input * 0
-    mask = torch.empty_like(input).bernoulli_(1 - p) / (1 - p)  # div_ in ATen: same values
-    return input.mul_(mask) if inplace else input * mask
 
 
 def static_int(v: Any) -> Any:
@@ -395,6 +444,16 @@ def unbind_function(x: torch.Tensor, dim: int = 0) -> Any:
     if not isinstance(x.shape[dim], int):
         return NotImplemented
     return tuple(autograd_ops.unbind(x, dim))
+
+
+def mean_all(x: torch.Tensor, *, dtype: Any = None) -> Any:
+    """``x.mean()`` while autograd records on symbolic sizes: ``mean`` over every dim
+    (ATen's ``mean(self, dtype)`` is ``mean(self, {}, false, dtype)``, ReduceOps.cpp: the same
+    values), whose autograd node takes symbolic sizes where 1.13's ``MeanBackward0`` saves
+    concrete ones; NotImplemented otherwise."""
+    if not autograd_ops.records(x):
+        return NotImplemented
+    return torch.mean(x, dim=list(range(x.dim())), dtype=dtype)
 
 
 def chunk_as_split(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
@@ -489,15 +548,26 @@ _MARKERS = ("couldn't find symbolic meta function", "on tensor with symbolic siz
             "must be tuple of ints")
 
 
-def no_symbolic_rule(e: BaseException, model: torch.nn.Module, what: str) -> None:
+def no_symbolic_rule(e: BaseException, model: torch.nn.Module, what: str,
+                     backward: Optional[Tuple[str, str]] = None) -> None:
     """Raises an ExportError naming the op if ``e`` is torch's "no symbolic rule" error of a
-    symbolic trace; returns otherwise."""
+    symbolic trace; returns otherwise. ``backward``: (op, autograd node) whose backward formula
+    was running when ``e`` was raised (the joint trace's ``torch.autograd.grad``). A failure in
+    a training trace (``what`` not "inference") comes from torch 1.13's autograd, whose nodes
+    save and read concrete sizes; the inference graph alone (``train=False``) records none."""
     text = str(e)
     if not any(m in text for m in _MARKERS):
         return
-    name = _failing_op(e) or "an operator"
-    hints = "".join(f"; {h}" for h in value_dependent_paths(model, e.__traceback__))
+    if backward is not None:
+        name = f"the backward of {backward[0]} (autograd node {backward[1]})"
+    else:
+        name = _failing_op(e) or "an operator"
+    hints = [] if what.startswith("inference") else [
+        "torch 1.13's autograd records it with concrete sizes: train=False exports the "
+        "inference graph alone with these dynamic shapes (torch 2.x captures both)"]
+    hints += value_dependent_paths(model, e.__traceback__)
     raise ExportError(f"pt2rt.export: dynamic_shapes: {name} has no symbolic-shape rule on "
                       f"torch {torch.__version__} (tracing {type(model).__name__}, {what}: "
                       f"{text.splitlines()[0] if text else type(e).__name__}); the model can "
-                      f"still be exported with static shapes (dynamic_shapes=None){hints}") from e
+                      f"still be exported with static shapes (dynamic_shapes=None)"
+                      f"{''.join(f'; {h}' for h in hints)}") from e

@@ -40,7 +40,8 @@ from typing import Any, List, Sequence, Tuple
 import torch
 
 from .symbolic_autograd_torch1 import cat, split, unbind
-from .symbolic_meta_torch1 import aten_dropout, aten_linear
+from .symbolic_dropout_torch1 import aten_dropout
+from .symbolic_meta_torch1 import aten_linear
 
 aten = torch.ops.aten
 

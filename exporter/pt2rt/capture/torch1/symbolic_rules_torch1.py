@@ -16,14 +16,17 @@ import torch
 
 from .symbolic_autograd_torch1 import cat as recorded_cat
 from .symbolic_dispatch_torch1 import dispatch_patches
-from .symbolic_meta_torch1 import (aten_dropout, aten_linear, basic_getitem, basic_setitem,
-                                   chunk_as_split, einsum_as_bmm, meta_rules, unbind_function)
+from .symbolic_losses_torch1 import loss_meta_rules
+from .symbolic_dropout_torch1 import aten_dropout
+from .symbolic_meta_torch1 import (aten_linear, basic_getitem, basic_setitem,
+                                   chunk_as_split, einsum_as_bmm, mean_all, meta_rules,
+                                   unbind_function)
 from .symbolic_rnn_torch1 import lstm
 
 
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
-    ``chunk``, ``unbind``, ``torch.lstm``, ``torch.einsum`` and ``torch.cat`` (recorded by autograd:
+    ``mean()`` over all dims, ``chunk``, ``unbind``, ``torch.lstm``, ``torch.einsum`` and ``torch.cat`` (recorded by autograd:
     ``symbolic_autograd_torch1.cat``) as symbolic-friendly Python (see the module docstring)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -39,6 +42,9 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
             out = basic_setitem(*args)
             if out is None:
                 return None
+        elif func in (torch.Tensor.mean, torch.mean) and len(args) == 1 \
+                and set(kwargs) <= {"dtype"}:
+            out = mean_all(*args, **kwargs)
         elif func in (torch.Tensor.chunk, torch.chunk):
             out = chunk_as_split(*args, **kwargs)
         elif func in (torch.Tensor.unbind, torch.unbind):
@@ -59,7 +65,8 @@ def symbolic_rules() -> Iterator[None]:
     own), ``symbolic_dispatch_torch1.dispatch_patches`` and ``SymbolicFunctions`` for the
     duration of the ``with`` block."""
     from torch._meta_registrations import meta_table
-    added = {op: fn for op, fn in meta_rules().items() if op not in meta_table}
+    added = {op: fn for op, fn in {**meta_rules(), **loss_meta_rules()}.items()
+             if op not in meta_table}
     meta_table.update(added)
     try:
         with dispatch_patches(), SymbolicFunctions():

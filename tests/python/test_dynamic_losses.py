@@ -1,0 +1,165 @@
+"""A dynamic batch through losses computed in forward (a training step exported whole) and the
+layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1/
+symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
+nll_loss over images, mse and smooth-L1, mean(), glu, reflection and replication padding,
+feature and alpha dropout. Both lanes: one archive per model, eval and a training step against
+eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
+sizes is refused by name — the backward's autograd node included — with train=False as the
+way out, which then exports."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.testing import assert_close
+
+import pt2rt
+from dynamic_parity import check_parity_at
+
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+only_1_13 = pytest.mark.skipif(TORCH2, reason="torch 1.13's symbolic-shape capture")
+BATCH = pt2rt.Dim("batch", min=2, max=12)
+CLASSES = 5
+
+
+class Classifier(nn.Module):
+    """A linear classifier whose forward returns its loss (and the logits); ``loss(logits,
+    target, class_weight)``, the class weights a buffer (as ``nn.CrossEntropyLoss`` keeps
+    them)."""
+
+    def __init__(self, loss):
+        super().__init__()
+        torch.manual_seed(0)
+        self.head = nn.Linear(4, CLASSES)
+        self.register_buffer("class_weight", torch.linspace(0.5, 2.0, CLASSES))
+        self.loss = loss
+
+    def forward(self, x, target):
+        logits = self.head(x)
+        return self.loss(logits, target, self.class_weight), logits
+
+
+LOSSES = {
+    "cross_entropy": lambda y, t, w: F.cross_entropy(y, t),
+    "cross_entropy_weight_ignore": lambda y, t, w: F.cross_entropy(y, t, weight=w,
+                                                                ignore_index=1),
+    "label_smoothing_mean_ignore": lambda y, t, w: F.cross_entropy(y, t, label_smoothing=0.2,
+                                                                ignore_index=1),
+    "label_smoothing_none": lambda y, t, w: F.cross_entropy(y, t, label_smoothing=0.1,
+                                                         reduction="none"),
+    "label_smoothing_weight_sum": lambda y, t, w: F.cross_entropy(
+        y, t, weight=w, label_smoothing=0.1, reduction="sum"),
+    "log_softmax_nll": lambda y, t, w: F.nll_loss(F.log_softmax(y, 1), t),
+    "mean_of_all": lambda y, t, w: (y - t.unsqueeze(1)).pow(2).mean(),
+}
+# losses against a dense target [N, CLASSES] (class probabilities, regression targets)
+DENSE_LOSSES = {
+    "probabilities_smoothing_weight": lambda y, p, w: F.cross_entropy(y, p, weight=w,
+                                                                      label_smoothing=0.1),
+    "probabilities_none": lambda y, p, w: F.cross_entropy(y, p, reduction="none"),
+    "mse": lambda y, p, w: F.mse_loss(y, p),
+    "smooth_l1": lambda y, p, w: F.smooth_l1_loss(y, p, beta=0.5),
+}
+
+
+def _inputs(n, seed, dense=False):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    if dense:
+        return x, torch.rand(n, CLASSES, generator=g).softmax(1)
+    return x, torch.randint(0, CLASSES, (n,), generator=g)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES) + sorted(DENSE_LOSSES))
+def test_a_loss_in_forward_with_a_dynamic_batch_matches_eager(tmp_path, name):
+    dense = name in DENSE_LOSSES
+    loss = DENSE_LOSSES[name] if dense else LOSSES[name]
+    check_parity_at(tmp_path, Classifier(loss), _inputs(4, 0, dense), ({0: BATCH}, {0: BATCH}),
+                    [_inputs(n, seed, dense) for seed, n in enumerate((2, 7, 12), 1)])
+
+
+class Segmenter(nn.Module):
+    """Per-pixel classes: nll_loss over [N, C, H, W] (nll_loss2d), reflection padding."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, CLASSES, 3)
+
+    def forward(self, x, target):
+        logits = self.conv(F.pad(x, (1, 1, 1, 1), mode="reflect"))
+        return F.nll_loss(F.log_softmax(logits, 1), target), logits
+
+
+def _images(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, 6, 6, generator=g), torch.randint(0, CLASSES, (n, 6, 6),
+                                                               generator=g)
+
+
+def test_per_pixel_nll_loss_with_a_dynamic_batch_matches_eager(tmp_path):
+    check_parity_at(tmp_path, Segmenter(), _images(3, 0), ({0: BATCH}, {0: BATCH}),
+                    [_images(2, 1), _images(12, 2)])
+
+
+class Layers(nn.Module):
+    """glu, replication padding and the dropouts whose ATen kernels read numel() on 1.13."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv1d(4, 8, 3)
+        self.drop1d = nn.Dropout1d(0.3)
+        self.drop2d = nn.Dropout2d(0.25)
+        self.alpha = nn.AlphaDropout(0.2)
+        self.feature_alpha = nn.FeatureAlphaDropout(0.2)
+
+    def forward(self, x):
+        h = F.glu(self.conv(F.pad(x, (1, 1), mode="replicate")), 1)   # [N, 4, L]
+        h = self.drop1d(h)
+        h = self.drop2d(h.unsqueeze(-1))[..., 0]
+        return self.alpha(h) + self.feature_alpha(h)
+
+
+def test_layers_and_dropouts_with_a_dynamic_batch_match_eager(tmp_path):
+    sets = []
+    for i, n in enumerate((2, 5, 12)):
+        torch.manual_seed(10 + i)
+        sets.append((torch.randn(n, 4, 9),))
+    check_parity_at(tmp_path, Layers(), (torch.randn(3, 4, 9),), ({0: BATCH},), sets)
+
+
+class Gathered(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.head = nn.Linear(4, CLASSES)
+
+    def forward(self, x, index):
+        return self.head(x).gather(1, index)
+
+
+@only_1_13
+def test_a_backward_without_a_symbolic_rule_is_refused_naming_its_node(tmp_path):
+    model = Gathered()
+    x, index = torch.randn(4, 4), torch.zeros(4, 1, dtype=torch.long)
+    dynamic = ({0: BATCH}, {0: BATCH})
+    with pytest.raises(pt2rt.ExportError, match=r"the backward of gather \(autograd node "
+                       r"GatherBackward0\).*train=False"):
+        pt2rt.export(model, (x, index), dynamic_shapes=dynamic, bundle_examples=False)
+    # the way out the message names
+    path = str(tmp_path / "gathered.pt2")
+    pt2rt.export(model, (x, index), dynamic_shapes=dynamic, train=False,
+                 bundle_examples=False).save(path)
+    loaded = pt2rt.load(path)
+    for n in (2, 12):
+        x, index = torch.randn(n, 4), torch.randint(0, CLASSES, (n, 1))
+        with torch.no_grad():
+            assert_close(loaded.run_inference(x, index)[0], model.eval()(x, index))
+
+
+@only_1_13
+def test_label_smoothing_with_a_weight_and_mean_is_refused_by_name():
+    model = Classifier(lambda y, t, w: F.cross_entropy(y, t, weight=w, label_smoothing=0.1))
+    with pytest.raises(pt2rt.ExportError, match="label_smoothing, a class weight.*masked_select"):
+        pt2rt.export(model, _inputs(4, 0), dynamic_shapes=({0: BATCH}, {0: BATCH}),
+                     bundle_examples=False)
