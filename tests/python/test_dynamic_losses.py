@@ -1,8 +1,9 @@
 """A dynamic batch through losses computed in forward (a training step exported whole) and the
 layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1/
 symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
-nll_loss over images, mse and smooth-L1, mean(), glu, reflection and replication padding,
-feature and alpha dropout. Both lanes: one archive per model, eval and a training step against
+nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, BCE with logits, cosine
+similarity, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
 way out, which then exports."""
@@ -49,6 +50,7 @@ LOSSES = {
     "label_smoothing_weight_sum": lambda y, t, w: F.cross_entropy(
         y, t, weight=w, label_smoothing=0.1, reduction="sum"),
     "log_softmax_nll": lambda y, t, w: F.nll_loss(F.log_softmax(y, 1), t),
+    "multi_margin": lambda y, t, w: F.multi_margin_loss(y, t, margin=0.5),
     "mean_of_all": lambda y, t, w: (y - t.unsqueeze(1)).pow(2).mean(),
 }
 # losses against a dense target [N, CLASSES] (class probabilities, regression targets)
@@ -58,6 +60,11 @@ DENSE_LOSSES = {
     "probabilities_none": lambda y, p, w: F.cross_entropy(y, p, reduction="none"),
     "mse": lambda y, p, w: F.mse_loss(y, p),
     "smooth_l1": lambda y, p, w: F.smooth_l1_loss(y, p, beta=0.5),
+    "l1_huber": lambda y, p, w: F.l1_loss(y, p) + F.huber_loss(y, p, delta=0.3),
+    "bce_with_logits": lambda y, p, w: F.binary_cross_entropy_with_logits(y, p),
+    "bce_with_logits_weights_sum": lambda y, p, w: F.binary_cross_entropy_with_logits(
+        y, p, weight=w, pos_weight=w.flip(0), reduction="sum"),
+    "cosine_embedding": lambda y, p, w: (1 - F.cosine_similarity(y, p)).mean(),
 }
 
 
@@ -126,6 +133,111 @@ def test_layers_and_dropouts_with_a_dynamic_batch_match_eager(tmp_path):
         torch.manual_seed(10 + i)
         sets.append((torch.randn(n, 4, 9),))
     check_parity_at(tmp_path, Layers(), (torch.randn(3, 4, 9),), ({0: BATCH},), sets)
+
+
+class Tagger(nn.Module):
+    """A BiLSTM tagger: per-token logits flattened with reshape(-1, C) (ATen's reshape records
+    ``sym_numel``) into cross_entropy."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(20, 6)
+        self.lstm = nn.LSTM(6, 4, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(8, CLASSES)
+
+    def forward(self, tokens, tags):
+        h, _ = self.lstm(self.embed(tokens))
+        return F.cross_entropy(self.head(h).reshape(-1, CLASSES), tags.reshape(-1))
+
+
+def _tokens(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 20, (n, 5), generator=g), torch.randint(0, CLASSES, (n, 5),
+                                                                   generator=g)
+
+
+def test_a_tagger_flattening_a_dynamic_batch_matches_eager(tmp_path):
+    check_parity_at(tmp_path, Tagger(), _tokens(3, 0), ({0: BATCH}, {0: BATCH}),
+                    [_tokens(2, 1), _tokens(12, 2)])
+
+
+class TextCnn(nn.Module):
+    """Embedding, convolution, max over time (``max(dim)``, whose 1.13 autograd node saves
+    concrete sizes), an in-batch contrastive term (logits [N, N]: classes as dynamic as the
+    batch) and a squeezed score."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(20, 6)
+        self.conv = nn.Conv1d(6, 8, 3)
+        self.head = nn.Linear(8, CLASSES)
+        self.score = nn.Linear(8, 1)
+
+    def forward(self, tokens, labels):
+        h = F.relu(self.conv(self.embed(tokens).transpose(1, 2))).max(dim=2)[0]
+        z = F.normalize(h, dim=1)
+        pairs = F.cross_entropy(z @ z.t() / 0.5, torch.arange(labels.shape[0]))
+        score = self.score(h).squeeze(1)
+        low, where = torch.min(h, 1, True)
+        return F.cross_entropy(self.head(h), labels) + pairs, score, low * where
+
+
+def _sentences(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 20, (n, 7), generator=g), torch.randint(0, CLASSES, (n,),
+                                                                   generator=g)
+
+
+def test_a_text_cnn_with_max_over_time_matches_eager(tmp_path):
+    check_parity_at(tmp_path, TextCnn(), _sentences(3, 0), ({0: BATCH}, {0: BATCH}),
+                    [_sentences(2, 1), _sentences(12, 2)])
+
+
+class PooledOverTime(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv1d(4, 6, 3)
+
+    def forward(self, x):
+        h = self.conv(x)
+        return F.max_pool1d(h, h.shape[2]).squeeze(2)   # a constant SymInt as kernel_size
+
+
+def test_max_pool_over_time_with_a_dynamic_batch_infers_as_eager(tmp_path):
+    model, path = PooledOverTime(), str(tmp_path / "pooled.pt2")
+    pt2rt.export(model, (torch.randn(3, 4, 9),), dynamic_shapes=({0: BATCH},), train=False,
+                 bundle_examples=False).save(path)
+    loaded = pt2rt.load(path)
+    for n in (2, 12):
+        x = torch.randn(n, 4, 9)
+        with torch.no_grad():
+            assert_close(loaded.run_inference(x)[0], model.eval()(x))
+
+
+class Positions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(12, 3)
+
+    def forward(self, x):
+        positions = torch.arange(x.shape[0])    # int64 in eager: bounds are ints
+        return self.embed(positions) + x, positions // 2
+
+
+def test_arange_over_a_dynamic_size_is_int64_as_in_eager(tmp_path):
+    model, path = Positions(), str(tmp_path / "positions.pt2")
+    pt2rt.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: BATCH},),
+                 bundle_examples=False).save(path)
+    loaded = pt2rt.load(path)
+    for n in (2, 12):
+        x = torch.randn(n, 3)
+        with torch.no_grad():
+            for got, want in zip(loaded.run_inference(x), model.eval()(x)):
+                assert_close(got, want)   # dtype included
 
 
 class Gathered(nn.Module):

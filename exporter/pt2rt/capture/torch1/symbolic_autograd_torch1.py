@@ -1,5 +1,5 @@
-"""``select``, ``split``, ``unbind`` and ``cat`` for a dynamic-shape capture on torch 1.13,
-whose autograd nodes cannot be recorded on symbolic sizes there.
+"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat`` and ``max`` / ``min`` over a dim for a dynamic-shape
+capture on torch 1.13, whose autograd nodes cannot be recorded on symbolic sizes there.
 
 torch 1.13's generated autograd nodes ``SelectBackward0``, ``SqueezeBackward1``,
 ``SplitBackward0``, ``UnsafeSplitBackward0`` (torch/csrc/autograd/generated/Functions.h) save
@@ -61,6 +61,23 @@ def split(x: torch.Tensor, split_size: int, dim: int = 0, unsafe: bool = False) 
             for start in range(0, size, split_size)]
 
 
+def squeeze(x: torch.Tensor, dim: Any) -> Any:
+    """``x.squeeze(dim)`` while autograd records on symbolic sizes (``SqueezeBackward1`` saves
+    ``self.sizes()``): a view without ``dim`` when its size is 1, a view of ``x``'s shape
+    otherwise (``squeeze`` leaves such a dim); NotImplemented over a symbolic dim (whether it
+    is 1 depends on the size) or without ``dim``."""
+    if not isinstance(dim, int) or not records(x):
+        return NotImplemented
+    dim = dim % max(x.dim(), 1)
+    size = x.shape[dim] if x.dim() else 1
+    if not isinstance(size, int):
+        return NotImplemented
+    sizes = list(x.shape)
+    if size == 1 and x.dim():
+        del sizes[dim]
+    return x.view(sizes)
+
+
 def unbind(x: torch.Tensor, dim: int = 0) -> List[torch.Tensor]:
     """``x.unbind(dim)`` over a static dim (``UnbindBackward0`` reads the gradients' concrete
     sizes: when recording, one ``select`` per index)."""
@@ -92,3 +109,28 @@ def cat(tensors: List[torch.Tensor], dim: int = 0) -> torch.Tensor:
     sizes = list(first.shape)
     sizes[dim] = sizes[dim] * len(tensors)
     return torch.stack(tensors, dim).view(sizes)
+
+
+def max_min_dim(func: Any, args: Any, kwargs: Any) -> Any:
+    """``torch.max(x, dim[, keepdim])`` / ``torch.min`` (and the Tensor methods) while autograd
+    records on symbolic sizes (``MaxBackward0`` / ``MinBackward0`` save ``self.sizes()``): the
+    indices from ``max.dim`` / ``min.dim`` on ``x`` detached, the values as the sum over
+    ``dim`` of ``where(one-hot of the indices, x, 0)`` — the element itself (NaN and inf
+    included; a maximum of -0.0 reads +0.0) — whose gradient, ``where(mask, grad, 0)``, is
+    ATen's ``value_selecting_reduction_backward`` (the gradient scattered at the indices into
+    zeros), exactly. NotImplemented for every other call."""
+    if len(args) < 2 and "dim" not in kwargs or set(kwargs) - {"dim", "keepdim"}:
+        return NotImplemented
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs["dim"]
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if not isinstance(x, torch.Tensor) or not isinstance(dim, int) or not records(x):
+        return NotImplemented
+    largest = func in (torch.max, torch.Tensor.max)
+    op = aten.max.dim if largest else aten.min.dim
+    _, indices = op(x.detach(), dim, keepdim)
+    picked = indices if keepdim else indices.unsqueeze(dim)
+    mask = torch.zeros_like(x, dtype=torch.bool).scatter(dim, picked, True)
+    values = torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=keepdim)
+    kind = torch.return_types.max if largest else torch.return_types.min
+    return kind((values, indices))

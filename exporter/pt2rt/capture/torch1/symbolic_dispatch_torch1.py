@@ -18,7 +18,9 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
     ``_adaptive_avg_pool2d`` otherwise (whose shape is a meta rule); ``feature_dropout``,
     ``alpha_dropout``, ``feature_alpha_dropout`` (Dropout.cpp's read ``numel()``):
     ``symbolic_dropout_torch1.aten_feature_dropout``; ``nll_loss_nd`` and ``cross_entropy_loss``
-    (LossNLL.cpp's read sizes): ``symbolic_losses_torch1.loss_kernels``;
+    (LossNLL.cpp's read sizes): ``symbolic_losses_torch1.loss_kernels``; ``cosine_similarity``
+    (Distance.cpp's broadcast reads sizes): the same ops in Python; ``max_pool1d`` (its CPU
+    inference path reads sizes): the values of ``max_pool1d_with_indices``;
 * ``PySymInt.__bool__``: ``bool(n)`` of a size as the guard ``n != 0`` — torch 1.13 evaluates
   ``n`` itself, recording the guard "n == its traced value" (``torch._refs``' reductions check
   ``all(a.shape[i] for i in dims)``, e.g. in softmax's ``amax``), which would fix the Dim;
@@ -127,7 +129,43 @@ def _meta_kernels() -> contextlib.ExitStack:
                                    _adaptive_avg_pool2d_kernel))
     for op, fn in _FEATURE_DROPOUTS + loss_kernels():
         stack.enter_context(_py_kernel(op, implicit, fn))
+    stack.enter_context(_py_kernel(aten.cosine_similarity.default, implicit,
+                                   _cosine_similarity_kernel))
+    stack.enter_context(_py_kernel(aten.max_pool1d.default, implicit, _max_pool1d_kernel))
     return stack
+
+
+def _max_pool1d_kernel(self: torch.Tensor, kernel_size: Any, stride: Any = (),
+                       padding: Any = (0,), dilation: Any = (1,),
+                       ceil_mode: bool = False) -> torch.Tensor:
+    """``aten.max_pool1d``'s CompositeImplicitAutograd kernel while a capture traces: ATen's
+    path when autograd records (MaxPooling.cpp: the values of ``max_pool1d_with_indices``)
+    always, for its CPU inference path reads concrete sizes. The same values."""
+    return aten.max_pool1d_with_indices.default(self, kernel_size, stride, padding, dilation,
+                                                ceil_mode)[0]
+
+
+def _cosine_similarity_kernel(x1: torch.Tensor, x2: torch.Tensor, dim: int = 1,
+                              eps: float = 1e-8) -> torch.Tensor:
+    """``aten.cosine_similarity``'s CompositeImplicitAutograd kernel while a capture traces:
+    torch 1.13's (Distance.cpp, whose broadcast reads concrete sizes) — each operand over its
+    norm ``sqrt(max(sum(x²), eps²))``, then the sum of the products over ``dim``. ATen clamps
+    in place under ``NoGradGuard``, so autograd sees no clamp; functionalizing an in-place op
+    reads sizes on 1.13, so the clamp is ``s + (max(s, eps²) - s).detach()`` (the same
+    gradient; the same value but where ``s < eps² / 2``, a vector of norm below ``eps / 1.4``,
+    within an ulp of ``eps²``) and the root out of place."""
+    if x1.dtype != x2.dtype:
+        raise RuntimeError("Cannot call sizes() on tensor with symbolic sizes/strides: "
+                           "cosine_similarity of two dtypes")
+    common = torch.broadcast_shapes(x1.shape, x2.shape)
+    x1, x2 = x1.expand(common), x2.expand(common)
+    n1, n2 = [_clamped_sum_of_squares(x, dim, eps).sqrt() for x in (x1, x2)]
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def _clamped_sum_of_squares(x: torch.Tensor, dim: int, eps: float) -> torch.Tensor:
+    squared = x.pow(2).sum(dim, keepdim=True)
+    return squared + (squared.clamp_min(eps * eps) - squared).detach()
 
 
 def _feature_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:

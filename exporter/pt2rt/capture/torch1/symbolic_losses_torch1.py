@@ -4,7 +4,8 @@ other rules by ``symbolic_rules_torch1.symbolic_rules``; the user's torch is lef
 A model that computes its loss in ``forward`` (a training step exported whole) with a dynamic
 batch stopped at the loss on torch 1.13: ``F.cross_entropy`` and ``F.nll_loss`` reach ATen's
 C++ composites ``cross_entropy_loss`` and ``nll_loss_nd`` (aten/src/ATen/native/LossNLL.cpp),
-which read concrete sizes; ``smooth_l1_loss`` has no symbolic meta function, ``mse_loss_backward`` none either, and the decompositions of
+which read concrete sizes; ``smooth_l1_loss`` and ``multi_margin_loss`` have no symbolic meta
+function, ``mse_loss_backward`` and ``huber_loss_backward`` none either, and the decompositions of
 ``nll_loss_forward`` and ``nll_loss2d_forward`` take no SymInt.
 
 * ``loss_meta_rules()``: output metadata for those ops and the NLL ones (added to
@@ -14,13 +15,15 @@ which read concrete sizes; ``smooth_l1_loss`` has no symbolic meta function, ``m
   ATen's kernel.
 * ``loss_kernels()``: (op, CompositeImplicitAutograd Python kernel) pairs, run instead of the
   C++ composites while a capture traces (``OpOverload.py_kernels``, which the Python dispatcher
-  calls): ``nll_loss_nd`` as LossNLL.cpp's ``nll_loss_nd`` for inputs of 1, 2 or 4 dims
+  calls): ``l1_loss`` as Loss.cpp's (its ``mean()`` reads sizes when autograd records);
+  ``nll_loss_nd`` as LossNLL.cpp's ``nll_loss_nd`` for inputs of 1, 2 or 4 dims
   (``nll_loss`` / ``nll_loss2d``); ``cross_entropy_loss`` as torch 1.13's composite, op for op
   (class indices, class probabilities, ``label_smoothing``, ``weight``). The graph holds what
   eager's dispatch records below those composites (``_log_softmax``, ``nll_loss_forward``, the
   smoothing term's reductions), as the static capture's does. Refused by name: label smoothing
   with a class weight and ``mean`` (1.13's composite selects with ``masked_select``, a
-  data-dependent size), a symbolic number of classes, ``nll_loss`` over 3 or 5+ dims.
+  data-dependent size), a symbolic number of classes with probabilities or label smoothing,
+  ``nll_loss`` over 3 or 5+ dims.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 
-from .symbolic_meta_torch1 import static_int
+from .symbolic_meta_torch1 import mean_all, static_int
 
 aten = torch.ops.aten
 
@@ -59,8 +62,15 @@ def _nll_loss_forward(self, target, weight, reduction, ignore_index):
     return loss, self.new_empty(())
 
 
+def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
+    # LossMultiMargin.cpp: [N] for `none` over a batch, else 0-dim
+    return self.new_empty(self.shape[:1] if reduction == _NONE and self.dim() == 2 else ())
+
+
 def loss_meta_rules() -> Dict[Any, Callable]:
     return {
+        aten.multi_margin_loss.default: _multi_margin_loss,
+        aten.multi_margin_loss_backward.default: _gradient_of_self,
         aten.nll_loss_forward.default: _nll_loss_forward,
         aten.nll_loss_backward.default: _gradient_of_self,
         aten.nll_loss2d_forward.default: _nll_loss_forward,
@@ -68,6 +78,7 @@ def loss_meta_rules() -> Dict[Any, Callable]:
         aten.smooth_l1_loss.default: _smooth_l1_loss,
         aten.smooth_l1_loss_backward.default: _gradient_of_self,
         aten.mse_loss_backward.default: _gradient_of_self,
+        aten.huber_loss_backward.default: _gradient_of_self,
     }
 
 
@@ -94,10 +105,13 @@ def _cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-10
     (``cross_entropy_loss_prob_target``) the weighted sum of ``target * log_softmax``, the mean
     dividing by ``numel / n_classes``."""
     class_dim = 0 if self.dim() == 1 else 1
+    logp = aten.log_softmax.int(self, class_dim, self.dtype)
+    if not target.is_floating_point() and label_smoothing <= 0.0:
+        return _nll_loss_nd(logp, target, weight, reduction, ignore_index)
     n_classes = static_int(self.shape[class_dim])
     if not isinstance(n_classes, int):
-        raise _refused("cross_entropy over a symbolic number of classes")
-    logp = aten.log_softmax.int(self, class_dim, self.dtype)
+        raise _refused("cross_entropy with class probabilities or label_smoothing over a "
+                       "symbolic number of classes")
     w = weight
     if weight is not None and logp.dim() > 1:  # broadcast along the class dim
         w = weight.view([n_classes if d == class_dim else 1 for d in range(logp.dim())])
@@ -116,8 +130,6 @@ def _cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-10
             count = count * n
         return total / (count // n_classes)
     nll = _nll_loss_nd(logp, target, weight, reduction, ignore_index)
-    if label_smoothing <= 0.0:
-        return nll
     smooth = -(logp if w is None else logp * w).sum(class_dim)
     ignored = target == ignore_index
     smooth = smooth.masked_fill(ignored, 0.0)
@@ -135,6 +147,52 @@ def _cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-10
                            aten.mul.Scalar(ret, label_smoothing / n_classes))
 
 
+def _symbolic(*tensors: Any) -> bool:
+    return any(isinstance(t, torch.Tensor) and not all(isinstance(n, int) for n in t.shape)
+               for t in tensors)
+
+
+def bce_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                    reduction="mean", pos_weight=None) -> Any:
+    """``F.binary_cross_entropy_with_logits`` on symbolic sizes: torch 1.13's kernel (Loss.cpp
+    ``binary_cross_entropy_with_logits``) op for op — the stable ``(1 - t) x + m + log(e^-m +
+    e^(-x-m))`` with ``m = max(-x, 0)``, ``pos_weight`` weighting the log term, ``weight`` the
+    loss, then the reduction — the same forward values. 1.13's fused op reads concrete sizes
+    when functionalized and its backward formula ``numel()``, so autograd differentiates these
+    ops instead: gradients equal eager's to rounding (``(sigmoid(x) - t) g``, reached through
+    ``exp``/``log``). NotImplemented (torch's own) on static sizes and for the deprecated
+    ``size_average`` / ``reduce``."""
+    if size_average is not None or reduce is not None or not _symbolic(input, target):
+        return NotImplemented
+    max_val = (-input).clamp_min(0)
+    log_term = ((-max_val).exp() + (-input - max_val).exp()).log()
+    if pos_weight is None:
+        loss = (1 - target) * input + max_val + log_term
+    else:
+        log_weight = (pos_weight - 1) * target + 1
+        loss = (1 - target) * input + log_weight * (log_term + max_val)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, {"none": _NONE, "sum": _SUM}.get(reduction, 1))
+
+
+def _reduce(loss: torch.Tensor, reduction: int) -> torch.Tensor:
+    """Loss.h ``apply_loss_reduction``: ``mean()`` (over every dim while autograd records:
+    ``mean_all``), ``sum()`` or the loss itself."""
+    if reduction == _NONE:
+        return loss
+    if reduction == _SUM:
+        return loss.sum()
+    mean = mean_all(loss)
+    return loss.mean() if mean is NotImplemented else mean
+
+
+def _l1_loss(self, target, reduction=1):
+    """torch 1.13's ``l1_loss`` (Loss.cpp): ``|self - target|``, reduced."""
+    return _reduce((self - target).abs(), reduction)
+
+
 def loss_kernels() -> List[Tuple[Any, Callable]]:
-    return [(aten.nll_loss_nd.default, _nll_loss_nd),
+    return [(aten.l1_loss.default, _l1_loss),
+            (aten.nll_loss_nd.default, _nll_loss_nd),
             (aten.cross_entropy_loss.default, _cross_entropy_loss)]

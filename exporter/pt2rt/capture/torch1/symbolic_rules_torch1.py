@@ -14,23 +14,40 @@ from typing import Iterator
 
 import torch
 
-from .symbolic_autograd_torch1 import cat as recorded_cat
+from .symbolic_autograd_torch1 import cat as recorded_cat, max_min_dim, squeeze
 from .symbolic_dispatch_torch1 import dispatch_patches
-from .symbolic_losses_torch1 import loss_meta_rules
+from .symbolic_losses_torch1 import bce_with_logits, loss_meta_rules
 from .symbolic_dropout_torch1 import aten_dropout
 from .symbolic_meta_torch1 import (aten_linear, basic_getitem, basic_setitem,
                                    chunk_as_split, einsum_as_bmm, mean_all, meta_rules,
-                                   unbind_function)
+                                   static_int, unbind_function)
 from .symbolic_rnn_torch1 import lstm
+
+
+_MAX_MIN = (torch.max, torch.Tensor.max, torch.min, torch.Tensor.min)
 
 
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
-    ``mean()`` over all dims, ``chunk``, ``unbind``, ``torch.lstm``, ``torch.einsum`` and ``torch.cat`` (recorded by autograd:
-    ``symbolic_autograd_torch1.cat``) as symbolic-friendly Python (see the module docstring)."""
+    ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``unbind``,
+    ``torch.lstm``, ``torch.einsum``, and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``
+    and ``max`` / ``min`` over a dim (``symbolic_autograd_torch1``) as symbolic-friendly Python (see the
+    module docstring); constant SymInt arguments as ints; ``torch.arange`` over SymInts typed
+    int64, as eager types integer bounds."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if any(isinstance(a, torch.SymIntNode) or isinstance(a, (list, tuple)) and
+               any(isinstance(b, torch.SymIntNode) for b in a) for a in args):
+            # a size that went through symbolic arithmetic but is a constant (a static dim),
+            # where a Python function's C++ binding takes ints (F.max_pool1d(h, h.shape[2]))
+            args = tuple(tuple(static_int(b) for b in a) if isinstance(a, (list, tuple))
+                         else static_int(a) for a in args)
+        if func is torch.arange and "dtype" not in kwargs and args and \
+                all(isinstance(a, (int, torch.SymIntNode)) for a in args):
+            # 1.13 types an arange over a SymInt float32 while tracing (the graph's kernel then
+            # makes int64, as eager): the dtype eager infers from integer bounds, given
+            kwargs = {**kwargs, "dtype": torch.int64}
         if func is torch.nn.functional.dropout:
             return aten_dropout(*args, **kwargs)
         if func is torch.nn.functional.linear and args and args[0].dim() >= 3:
@@ -45,6 +62,12 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
         elif func in (torch.Tensor.mean, torch.mean) and len(args) == 1 \
                 and set(kwargs) <= {"dtype"}:
             out = mean_all(*args, **kwargs)
+        elif func in (torch.Tensor.squeeze, torch.squeeze) and len(args) == 2 and not kwargs:
+            out = squeeze(*args)
+        elif func in _MAX_MIN:
+            out = max_min_dim(func, args, kwargs)
+        elif func is torch.nn.functional.binary_cross_entropy_with_logits:
+            out = bce_with_logits(*args, **kwargs)
         elif func in (torch.Tensor.chunk, torch.chunk):
             out = chunk_as_split(*args, **kwargs)
         elif func in (torch.Tensor.unbind, torch.unbind):
