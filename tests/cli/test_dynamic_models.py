@@ -323,3 +323,43 @@ def test_lstm_dropout_between_layers_in_training_is_one_node_per_layer():
     targets = [str(n.target) for n in forward.module.graph.nodes if n.op == "call_function"]
     assert sum("pt2rt.lstm" in t for t in targets) == 2
     assert any("dropout" in t or "bernoulli" in t for t in targets)
+
+
+class TextClassifier(torch.nn.Module):
+    """A training step exported whole: tokens and labels in, the loss out (cross-entropy plus
+    a BCE-with-logits term on one-hot labels), a text CNN with max over time in between — through
+    torch 1.13's rules for losses and ``max(dim)`` (exporter/pt2rt/capture/torch1/
+    symbolic_losses_torch1.py, symbolic_autograd_torch1.py)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(30, 8)
+        self.conv = torch.nn.Conv1d(8, 12, 3)
+        self.head = torch.nn.Linear(12, 4)
+
+    def forward(self, tokens, labels):
+        h = torch.relu(self.conv(self.embed(tokens).transpose(1, 2))).max(dim=2)[0]
+        logits = self.head(h)
+        tags = torch.nn.functional.one_hot(labels, 4).float()
+        return (torch.nn.functional.cross_entropy(logits, labels) +
+                torch.nn.functional.binary_cross_entropy_with_logits(logits, tags))
+
+
+def test_a_loss_in_forward_with_a_dynamic_batch_trains_through_the_cli(cli, tmp_path):
+    model, path = TextClassifier(), tmp_path / "text.pt2"
+    dim = pt2rt.Dim("batch", min=2, max=16)
+    pt2rt.export(model, (torch.randint(0, 30, (4, 9)), torch.randint(0, 4, (4,))),
+                 dynamic_shapes=({0: dim}, {0: dim}), bundle_examples=False).save(str(path))
+    for i, n in enumerate((2, 16)):
+        g = torch.Generator().manual_seed(i)
+        args = (torch.randint(0, 30, (n, 9), generator=g), torch.randint(0, 4, (n,), generator=g))
+        inputs = save_tensors(tmp_path / f"in{i}.pt", list(args))
+        out, grads = tmp_path / f"out{i}.pt", tmp_path / f"grads{i}.pt"
+        cli.ok("run", path, "--train", "--inputs", inputs, "--outputs", out, "--grads", grads)
+        outs, want_grads, _ = eager_train_step(model, args, [])
+        assert_close(torch.load(str(out))[0], outs[0], rtol=1e-5, atol=1e-6)
+        got = torch.load(str(grads))
+        assert sorted(got) == sorted(want_grads)
+        for name, want in want_grads.items():
+            assert_close(got[name], want, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name} at {n}: {m}")

@@ -651,7 +651,7 @@ def _symbolic_joint_args(model: torch.nn.Module, state_names, sig: ExportSignatu
     fake_state = [dynamic.static(t) for t in state]
     fake_user = dynamic.fakify(user)
     try:
-        with dynamic.tracing(), capturable(model), _decomposed(table):
+        with _DataDependenceGuard(), dynamic.tracing(), capturable(model), _decomposed(table):
             outs, _ = _flat_outputs(_call_model(model, state_names, fake_state, sig, fake_user),
                                     "forward()")
             tangents = [torch.ones_like(outs[i]).detach() for i in diff]

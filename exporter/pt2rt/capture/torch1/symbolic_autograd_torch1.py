@@ -1,5 +1,6 @@
-"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat`` and ``max`` / ``min`` over a dim for a dynamic-shape
-capture on torch 1.13, whose autograd nodes cannot be recorded on symbolic sizes there.
+"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat``, ``max`` / ``min`` over a dim and
+``gather`` of one element per row for a dynamic-shape capture on torch 1.13, whose autograd
+nodes cannot be recorded on symbolic sizes there.
 
 torch 1.13's generated autograd nodes ``SelectBackward0``, ``SqueezeBackward1``,
 ``SplitBackward0``, ``UnsafeSplitBackward0`` (torch/csrc/autograd/generated/Functions.h) save
@@ -134,3 +135,22 @@ def max_min_dim(func: Any, args: Any, kwargs: Any) -> Any:
     values = torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=keepdim)
     kind = torch.return_types.max if largest else torch.return_types.min
     return kind((values, indices))
+
+
+def gather_one(x: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bool = False
+               ) -> Any:
+    """``x.gather(dim, index)`` picking one element per row (``index.size(dim) == 1``, the other
+    dims ``x``'s: a class's log-probability, an action's value) while autograd records on
+    symbolic sizes (``GatherBackward0`` reads ``self.sizes()``): the sum over ``dim`` of
+    ``where(one-hot of index, x, 0)`` — the element itself (a -0.0 reads +0.0) — whose
+    gradient ``where(mask, grad, 0)`` is ATen's ``gather_backward`` (the gradient scattered
+    at the index into zeros), exactly. NotImplemented otherwise (more picks per row, another
+    shape: torch's own, whose backward is then refused by name)."""
+    if sparse_grad or not isinstance(dim, int) or not records(x) or index.dim() != x.dim():
+        return NotImplemented
+    dim = dim % x.dim()
+    if index.shape[dim] != 1 or not all(_size_key(a) == _size_key(b) for d, (a, b) in
+                                        enumerate(zip(index.shape, x.shape)) if d != dim):
+        return NotImplemented
+    mask = torch.zeros_like(x, dtype=torch.bool).scatter(dim, index, True)
+    return torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=True)

@@ -20,7 +20,7 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
     ``symbolic_dropout_torch1.aten_feature_dropout``; ``nll_loss_nd`` and ``cross_entropy_loss``
     (LossNLL.cpp's read sizes): ``symbolic_losses_torch1.loss_kernels``; ``cosine_similarity``
     (Distance.cpp's broadcast reads sizes): the same ops in Python; ``max_pool1d`` (its CPU
-    inference path reads sizes): the values of ``max_pool1d_with_indices``;
+    inference path reads sizes): ``max_pool2d_with_indices``, as ATen's autograd path;
 * ``PySymInt.__bool__``: ``bool(n)`` of a size as the guard ``n != 0`` — torch 1.13 evaluates
   ``n`` itself, recording the guard "n == its traced value" (``torch._refs``' reductions check
   ``all(a.shape[i] for i in dims)``, e.g. in softmax's ``amax``), which would fix the Dim;
@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from .symbolic_losses_torch1 import loss_kernels
+from . import symbolic_autograd_torch1 as autograd_ops
 from .symbolic_dropout_torch1 import aten_dropout, aten_feature_dropout
 from .symbolic_meta_torch1 import (chunk_as_split, meta_select, meta_split, meta_unbind,
                                    static_int)
@@ -139,10 +140,17 @@ def _max_pool1d_kernel(self: torch.Tensor, kernel_size: Any, stride: Any = (),
                        padding: Any = (0,), dilation: Any = (1,),
                        ceil_mode: bool = False) -> torch.Tensor:
     """``aten.max_pool1d``'s CompositeImplicitAutograd kernel while a capture traces: ATen's
-    path when autograd records (MaxPooling.cpp: the values of ``max_pool1d_with_indices``)
-    always, for its CPU inference path reads concrete sizes. The same values."""
-    return aten.max_pool1d_with_indices.default(self, kernel_size, stride, padding, dilation,
-                                                ceil_mode)[0]
+    path when autograd records always (MaxPooling.cpp: the values of
+    ``max_pool1d_with_indices``, Pooling.cpp: ``max_pool2d_with_indices`` over
+    ``self.unsqueeze(-2)`` with a 1-high window, squeezed), for its CPU inference path reads
+    concrete sizes; the squeeze through ``symbolic_autograd_torch1.squeeze`` (whose autograd
+    node takes symbolic sizes). The same values."""
+    stride = list(stride) or list(kernel_size)
+    out, _ = aten.max_pool2d_with_indices.default(
+        self.unsqueeze(-2), [1, kernel_size[0]], [1, stride[0]], [0, padding[0]],
+        [1, dilation[0]], ceil_mode)
+    squeezed = autograd_ops.squeeze(out, -2)
+    return out.squeeze(-2) if squeezed is NotImplemented else squeezed
 
 
 def _cosine_similarity_kernel(x1: torch.Tensor, x2: torch.Tensor, dim: int = 1,

@@ -20,9 +20,13 @@ function, ``mse_loss_backward`` and ``huber_loss_backward`` none either, and the
   (``nll_loss`` / ``nll_loss2d``); ``cross_entropy_loss`` as torch 1.13's composite, op for op
   (class indices, class probabilities, ``label_smoothing``, ``weight``). The graph holds what
   eager's dispatch records below those composites (``_log_softmax``, ``nll_loss_forward``, the
-  smoothing term's reductions), as the static capture's does. Refused by name: label smoothing
-  with a class weight and ``mean`` (1.13's composite selects with ``masked_select``, a
-  data-dependent size), a symbolic number of classes with probabilities or label smoothing,
+  smoothing term's reductions), as the static capture's does; label smoothing with a class
+  weight and ``mean`` sums the weights of the targets not ignored as 1.13's composite does for
+  a tensor-subclass weight (``gather`` and ``masked_fill``; for a plain tensor it
+  ``masked_select``s, a data-dependent size): the same sum. Whether the Python dispatcher runs
+  these kernels or 1.13's C++ composites depends on the modes active (an inference trace runs
+  the C++ ones, which then only reach ``nll_loss_nd``); either computes eager's values.
+  Refused by name: a symbolic number of classes with probabilities or label smoothing,
   ``nll_loss`` over 3 or 5+ dims.
 """
 from __future__ import annotations
@@ -140,9 +144,10 @@ def _cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-10
     elif weight is None:
         ret = smooth.sum() / (~ignored).sum()
     else:
-        raise _refused("cross_entropy with label_smoothing, a class weight and reduction "
-                       "'mean' (torch 1.13 selects the weights of the targets not ignored "
-                       "with masked_select: a data-dependent size)")
+        # the sum of the weights of the targets not ignored, as 1.13 computes it for a weight
+        # that is a tensor subclass (a fake one here: its plain-tensor path masked_selects)
+        picked = weight.gather(0, target.masked_fill(ignored, 0).flatten())
+        ret = smooth.sum() / picked.masked_fill(ignored.flatten(), 0).sum()
     return aten.add.Tensor(aten.mul.Scalar(nll, 1 - label_smoothing),
                            aten.mul.Scalar(ret, label_smoothing / n_classes))
 
