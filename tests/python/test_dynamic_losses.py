@@ -1,8 +1,8 @@
 """A dynamic batch through losses computed in forward (a training step exported whole) and the
 layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1/
 symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
-nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, BCE with logits, cosine
-similarity, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, triplet margin, BCE with
+logits, cosine similarity, logsumexp, focal loss's gather, mean(), glu, reflection and replication padding, feature and alpha dropout, a
 BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
@@ -54,6 +54,9 @@ LOSSES = {
         y, t, weight=w, label_smoothing=0.1, ignore_index=2),
     "log_softmax_nll": lambda y, t, w: F.nll_loss(F.log_softmax(y, 1), t),
     "multi_margin": lambda y, t, w: F.multi_margin_loss(y, t, margin=0.5),
+    # the same as cross_entropy, written out: logsumexp minus the picked logit
+    "logsumexp_minus_picked": lambda y, t, w: (torch.logsumexp(y, dim=1) -
+                                               y.gather(1, t[:, None])[:, 0]).mean(),
     # focal loss: each row's class log-probability picked with gather
     "focal": lambda y, t, w: (-(1 - F.log_softmax(y, 1).gather(1, t.unsqueeze(1)).exp()) ** 2
                               * F.log_softmax(y, 1).gather(dim=1, index=t[:, None])).mean(),
@@ -71,6 +74,8 @@ DENSE_LOSSES = {
     "bce_with_logits_weights_sum": lambda y, p, w: F.binary_cross_entropy_with_logits(
         y, p, weight=w, pos_weight=w.flip(0), reduction="sum"),
     "cosine_embedding": lambda y, p, w: (1 - F.cosine_similarity(y, p)).mean(),
+    "triplet_swap": lambda y, p, w: F.triplet_margin_loss(y, p, p.flip(0) * 2, margin=0.5,
+                                                          swap=True),
 }
 
 

@@ -1,6 +1,6 @@
-"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat``, ``max`` / ``min`` over a dim and
-``gather`` of one element per row for a dynamic-shape capture on torch 1.13, whose autograd
-nodes cannot be recorded on symbolic sizes there.
+"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat``, ``max`` / ``min`` over a dim,
+``gather`` of one element per row and ``logsumexp`` for a dynamic-shape capture on torch 1.13,
+whose autograd nodes cannot be recorded on symbolic sizes there.
 
 torch 1.13's generated autograd nodes ``SelectBackward0``, ``SqueezeBackward1``,
 ``SplitBackward0``, ``UnsafeSplitBackward0`` (torch/csrc/autograd/generated/Functions.h) save
@@ -154,3 +154,24 @@ def gather_one(x: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: b
         return NotImplemented
     mask = torch.zeros_like(x, dtype=torch.bool).scatter(dim, index, True)
     return torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=True)
+
+
+def logsumexp(x: torch.Tensor, dim: Any, keepdim: bool = False) -> Any:
+    """``torch.logsumexp(x, dim, keepdim)`` while autograd records on symbolic sizes
+    (``LogsumexpBackward0`` reads ``self.sizes()``): torch 1.13's kernel (ReduceOps.cpp
+    ``logsumexp_out_impl``) op for op — ``log(sum(exp(x - m))) + m`` with ``m`` the max over
+    ``dim`` (kept dims), infinite maxima taken as 0 — the same forward values, with ``m``
+    outside autograd as there; autograd differentiates these ops, so the gradient,
+    ``exp(x - m) / sum(exp(x - m))``, equals eager's ``exp(x - result)`` to rounding."""
+    if not records(x) or not x.is_floating_point():
+        return NotImplemented
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    with torch.no_grad():
+        maxes = torch.amax(x, dims, keepdim=True)
+    kept = maxes.masked_fill(maxes.abs() == float("inf"), 0)
+    result = torch.sum(torch.exp(x - maxes), dims, keepdim=True).log() + kept
+    if keepdim:
+        return result
+    for d in sorted((d % x.dim() for d in dims), reverse=True):
+        result = squeeze(result, d)
+    return result

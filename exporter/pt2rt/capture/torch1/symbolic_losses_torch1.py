@@ -15,7 +15,8 @@ function, ``mse_loss_backward`` and ``huber_loss_backward`` none either, and the
   ATen's kernel.
 * ``loss_kernels()``: (op, CompositeImplicitAutograd Python kernel) pairs, run instead of the
   C++ composites while a capture traces (``OpOverload.py_kernels``, which the Python dispatcher
-  calls): ``l1_loss`` as Loss.cpp's (its ``mean()`` reads sizes when autograd records);
+  calls): ``l1_loss`` and ``triplet_margin_loss`` as Loss.cpp's (their ``mean()`` reads sizes
+  when autograd records);
   ``nll_loss_nd`` as LossNLL.cpp's ``nll_loss_nd`` for inputs of 1, 2 or 4 dims
   (``nll_loss`` / ``nll_loss2d``); ``cross_entropy_loss`` as torch 1.13's composite, op for op
   (class indices, class probabilities, ``label_smoothing``, ``weight``). The graph holds what
@@ -197,7 +198,20 @@ def _l1_loss(self, target, reduction=1):
     return _reduce((self - target).abs(), reduction)
 
 
+def _triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
+                         reduction=1):
+    """torch 1.13's ``triplet_margin_loss`` (Loss.cpp): ``max(margin + d(a, p) - d(a, n), 0)``
+    with ``d`` = ``pairwise_distance`` (``d(a, n)`` the smaller of it and ``d(p, n)`` with
+    ``swap``), reduced — its ``mean()`` reads sizes when autograd records."""
+    dist_pos = aten.pairwise_distance.default(anchor, positive, p, eps)
+    dist_neg = aten.pairwise_distance.default(anchor, negative, p, eps)
+    if swap:
+        dist_neg = torch.min(dist_neg, aten.pairwise_distance.default(positive, negative, p, eps))
+    return _reduce(torch.clamp_min(margin + dist_pos - dist_neg, 0), reduction)
+
+
 def loss_kernels() -> List[Tuple[Any, Callable]]:
     return [(aten.l1_loss.default, _l1_loss),
+            (aten.triplet_margin_loss.default, _triplet_margin_loss),
             (aten.nll_loss_nd.default, _nll_loss_nd),
             (aten.cross_entropy_loss.default, _cross_entropy_loss)]

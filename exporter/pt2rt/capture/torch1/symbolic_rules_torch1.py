@@ -14,7 +14,8 @@ from typing import Iterator
 
 import torch
 
-from .symbolic_autograd_torch1 import cat as recorded_cat, gather_one, max_min_dim, squeeze
+from .symbolic_autograd_torch1 import (cat as recorded_cat, gather_one, logsumexp, max_min_dim,
+                                       squeeze)
 from .symbolic_dispatch_torch1 import dispatch_patches
 from .symbolic_losses_torch1 import bce_with_logits, loss_meta_rules
 from .symbolic_dropout_torch1 import aten_dropout
@@ -31,7 +32,7 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
     ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``unbind``,
     ``torch.lstm``, ``torch.einsum``, and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
-    ``max`` / ``min`` over a dim and ``gather`` of one element per row (``symbolic_autograd_torch1``) as symbolic-friendly Python (see the
+    ``max`` / ``min`` over a dim, ``gather`` of one element per row and ``logsumexp`` (``symbolic_autograd_torch1``) as symbolic-friendly Python (see the
     module docstring); constant SymInt arguments as ints; ``torch.arange`` over SymInts typed
     int64, as eager types integer bounds."""
 
@@ -69,6 +70,11 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
                 set(kwargs) <= {"dim", "index", "sparse_grad"}:
             named = dict(zip(("input", "dim", "index"), args), **kwargs)
             out = gather_one(named.pop("input"), named.pop("dim"), named.pop("index"), **named)
+        elif func in (torch.Tensor.logsumexp, torch.logsumexp) and \
+                set(kwargs) <= {"dim", "keepdim"}:
+            named = dict(zip(("input", "dim", "keepdim"), args), **kwargs)
+            if "dim" in named:
+                out = logsumexp(named["input"], named["dim"], named.get("keepdim", False))
         elif func in _MAX_MIN:
             out = max_min_dim(func, args, kwargs)
         elif func is torch.nn.functional.binary_cross_entropy_with_logits:
