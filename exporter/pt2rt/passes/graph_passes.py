@@ -259,9 +259,12 @@ def slice_backward_sums_as_cat(graph: fx.Graph) -> int:
     dynamic joint graphs, where ``symbolic_autograd_torch1`` runs ``select`` / ``split`` /
     ``unbind`` as slices (eager's backward there is ``select_backward``, ``cat`` or ``stack``).
     """
-    replaced = 0
-    for node in list(graph.nodes):
-        if not _is_add(node) or _absorbed(node):
+    replaced, gone = 0, set()
+    # the largest trees first (a sum's root comes after its inner adds); an inner add whose
+    # tree has other operands too (a ViT's class-token cat plus the position embedding) is
+    # tried on its own when its root fails
+    for node in reversed(list(graph.nodes)):
+        if node in gone or not _is_add(node):
             continue
         leaves = _add_leaves(node)
         tiling = _tiling(leaves) if leaves else None
@@ -272,7 +275,7 @@ def slice_backward_sums_as_cat(graph: fx.Graph) -> int:
             cat = graph.call_function(_CAT, (grads, dim))
         cat.meta = dict(node.meta)
         node.replace_all_uses_with(cat)
-        _erase_tree(graph, node)
+        _erase_tree(graph, node, gone)
         replaced += 1
     return replaced
 
@@ -280,11 +283,6 @@ def slice_backward_sums_as_cat(graph: fx.Graph) -> int:
 def _is_add(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target is _ADD and not node.kwargs \
         and len(node.args) == 2
-
-
-def _absorbed(node: fx.Node) -> bool:
-    """``node`` is an inner node of a larger add tree (its only user is an add)."""
-    return len(node.users) == 1 and _is_add(next(iter(node.users)))
 
 
 def _add_leaves(node: fx.Node):
@@ -332,13 +330,15 @@ def _tiling(leaves):
     return (dim, [g for _, _, g in spans]) if at == size else None
 
 
-def _erase_tree(graph: fx.Graph, node: fx.Node) -> None:
+def _erase_tree(graph: fx.Graph, node: fx.Node, gone: set) -> None:
     args = [a for a in node.args if isinstance(a, fx.Node)]
     graph.erase_node(node)
+    gone.add(node)
     for a in args:
         if a.users:
             continue
         if _is_add(a):
-            _erase_tree(graph, a)
+            _erase_tree(graph, a, gone)
         else:
             graph.erase_node(a)
+            gone.add(a)

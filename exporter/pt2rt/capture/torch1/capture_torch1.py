@@ -226,7 +226,9 @@ def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, 
     expects that to be cheaper than the real-tensor trace of ``g`` was (``trace_s`` seconds),
     and on ``args`` themselves otherwise or where the fake replay fails."""
     if dynamic is not None:
-        _sym_numel_as_size_product(g)
+        from .symbolic_replay_torch1 import prepare_symbolic_replay
+        prepare_symbolic_replay(g)
+
     def replay(*flat):
         return torch.fx.Interpreter(g).run(*flat)
     what += ", functionalization"
@@ -242,32 +244,6 @@ def _replay_functionalized(g: fx.GraphModule, args: Sequence, prov: Provenance, 
             gm = _trace(_functionalize(replay), args, what, model, dynamic=dynamic)
     prov.resolve(gm)
     return gm
-
-
-def _sym_numel_as_size_product(g: fx.GraphModule) -> None:
-    """``aten.sym_numel(t)`` (ATen's ``reshape`` with a -1 records it) as the product of
-    ``t``'s ``aten.sym_size`` nodes: replaying the first trace, 1.13's proxy tracer cannot
-    track the SymInt that ``sym_numel`` returns ("b is not tracked with proxy"), while each
-    ``sym_size`` it tracks. The same value."""
-    changed = False
-    for node in list(g.graph.nodes):
-        if node.op != "call_function" or node.target not in (aten.sym_numel,
-                                                             aten.sym_numel.default):
-            continue
-        tensor = node.args[0]
-        meta = tensor.meta.get("val", tensor.meta.get("tensor_meta"))
-        if meta is None or len(meta.shape) == 0:
-            continue
-        with g.graph.inserting_before(node):
-            product = g.graph.call_function(aten.sym_size, (tensor, 0))
-            for d in range(1, len(meta.shape)):
-                size = g.graph.call_function(aten.sym_size, (tensor, d))
-                product = g.graph.call_function(operator.mul, (product, size))
-        node.replace_all_uses_with(product)
-        g.graph.erase_node(node)
-        changed = True
-    if changed:
-        g.recompile()
 
 
 def _fake_trace(fn: Callable, args: Sequence, what: str, model,

@@ -100,16 +100,43 @@ def cat(tensors: List[torch.Tensor], dim: int = 0) -> torch.Tensor:
     """``torch.cat(tensors, dim)``. ``CatBackward0`` saves its inputs' concrete sizes: when
     recording and the pieces have one shape, ``stack(tensors, dim)`` with ``dim`` and the new
     dim merged by a view — the same elements in the same places (``StackBackward0`` saves only
-    ``dim``); pieces of different shapes stay ``cat`` (a symbolic size then fails the export
-    naming it)."""
-    if not any(records(t) for t in tensors) or \
-            not all(_same_shape(tensors[0], t) for t in tensors[1:]):
+    ``dim``); pieces that differ only in static sizes along ``dim`` (DenseNet's and Inception's
+    channel concatenations, a ViT's class token before the patches): ``_placed``. Otherwise
+    ``cat`` (a symbolic size then fails the export naming it)."""
+    if not any(records(t) for t in tensors):
         return torch.cat(tensors, dim)
     first = tensors[0]
     dim = dim % first.dim()
-    sizes = list(first.shape)
-    sizes[dim] = sizes[dim] * len(tensors)
-    return torch.stack(tensors, dim).view(sizes)
+    if all(_same_shape(first, t) for t in tensors[1:]):
+        sizes = list(first.shape)
+        sizes[dim] = sizes[dim] * len(tensors)
+        return torch.stack(tensors, dim).view(sizes)
+    placed = _placed(tensors, dim)
+    return torch.cat(tensors, dim) if placed is None else placed
+
+
+def _placed(tensors: List[torch.Tensor], dim: int) -> Any:
+    """``cat`` of pieces of one dtype whose sizes along ``dim`` are static ints and whose
+    other sizes agree: the sum of the pieces each padded with zeros into place by
+    ``slice_backward`` (whose autograd node saves only the bounds; its gradient is the
+    piece's slice of the gradient, as ``cat``'s backward). The capture turns that sum back
+    into ``cat`` (``graph_passes.slice_backward_sums_as_cat``), so the graph holds eager's op.
+    None otherwise."""
+    first = tensors[0]
+    lengths = [t.shape[dim] if t.dim() == first.dim() else None for t in tensors]
+    if not all(isinstance(n, int) for n in lengths) or \
+            any(t.dtype != first.dtype for t in tensors) or \
+            not all(_size_key(a) == _size_key(b) for t in tensors[1:]
+                    for d, (a, b) in enumerate(zip(first.shape, t.shape)) if d != dim):
+        return None
+    full = list(first.shape)
+    full[dim] = sum(lengths)
+    out, start = None, 0
+    for t, n in zip(tensors, lengths):
+        piece = aten.slice_backward.default(t, full, dim, start, start + n, 1)
+        out = piece if out is None else out + piece
+        start += n
+    return out
 
 
 def max_min_dim(func: Any, args: Any, kwargs: Any) -> Any:

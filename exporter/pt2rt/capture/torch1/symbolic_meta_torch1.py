@@ -25,7 +25,8 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.max.dim`` / ``min.dim``: values and int64 indices, ``dim`` removed or kept;
   ``aten.sort`` (``.default``, ``.stable``): values and int64 indices of ``self``'s shape
   (ReduceOps.cpp, Sorting.cpp); ``aten.glu``: ``dim`` halved, its backward like ``self``
-  (Activation.cpp); ``aten.logical_and_`` (``clamp``'s backward): in place;
+  (Activation.cpp); ``aten.logical_and_`` (``clamp``'s backward): in place; ``aten.zero`` (functionalized
+  ``zero_``): like ``self``;
   ``aten.reflection_pad{1,2,3}d`` / ``replication_pad{1,2,3}d``: as ``constant_pad_nd``, their
   backward like ``self`` (ReflectionPad.cpp, ReplicationPadding.cpp).
 * ``aten.gather``: the index's shape; ``aten.scatter`` (``.src``, ``.value``), ``scatter_add``,
@@ -316,6 +317,7 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.glu.default: _glu,
         aten.glu_backward.default: _like_self,
         aten.logical_and_.default: _in_place,
+        aten.zero.default: _like_input,
         aten.logcumsumexp.default: _like_input,
         aten.cumprod.default: _like_input,
         aten.pixel_shuffle.default: _pixel_shuffle,
