@@ -34,10 +34,14 @@ aten = torch.ops.aten
 INT64_MAX = 2 ** 63 - 1
 
 
+def symbolic(x: Any) -> bool:
+    """``x`` is a tensor with a symbolic size."""
+    return isinstance(x, torch.Tensor) and not all(isinstance(n, int) for n in x.shape)
+
+
 def records(x: torch.Tensor) -> bool:
     """Autograd records an op on ``x`` and ``x`` has a symbolic size."""
-    return torch.is_grad_enabled() and x.requires_grad and \
-        not all(isinstance(n, int) for n in x.shape)
+    return torch.is_grad_enabled() and x.requires_grad and symbolic(x)
 
 
 def select(x: torch.Tensor, dim: int, index: int) -> torch.Tensor:
@@ -96,6 +100,22 @@ def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
                                       for x, y in zip(a.shape, b.shape))
 
 
+def _same_except(a: torch.Tensor, b: torch.Tensor, dim: int) -> bool:
+    """``a`` and ``b`` have the same sizes but along ``dim``."""
+    return a.dim() == b.dim() and all(_size_key(x) == _size_key(y) for d, (x, y) in
+                                      enumerate(zip(a.shape, b.shape)) if d != dim)
+
+
+def _picked(x: torch.Tensor, dim: int, index: torch.Tensor, keepdim: bool) -> torch.Tensor:
+    """The elements of ``x`` at ``index`` (one per row along ``dim``, ``index.size(dim) ==
+    1``) as the sum over ``dim`` of ``where(one-hot of index, x, 0)``: the element itself (NaN
+    and inf included; a -0.0 reads +0.0); its gradient, ``where(mask, grad, 0)``, is the
+    gradient scattered at ``index`` into zeros, exactly — ``gather_backward`` and
+    ``value_selecting_reduction_backward``."""
+    mask = torch.zeros_like(x, dtype=torch.bool).scatter(dim, index, True)
+    return torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=keepdim)
+
+
 def cat(tensors: List[torch.Tensor], dim: int = 0) -> torch.Tensor:
     """``torch.cat(tensors, dim)``. ``CatBackward0`` saves its inputs' concrete sizes: when
     recording and the pieces have one shape, ``stack(tensors, dim)`` with ``dim`` and the new
@@ -126,8 +146,7 @@ def _placed(tensors: List[torch.Tensor], dim: int) -> Any:
     lengths = [t.shape[dim] if t.dim() == first.dim() else None for t in tensors]
     if not all(isinstance(n, int) for n in lengths) or \
             any(t.dtype != first.dtype for t in tensors) or \
-            not all(_size_key(a) == _size_key(b) for t in tensors[1:]
-                    for d, (a, b) in enumerate(zip(first.shape, t.shape)) if d != dim):
+            not all(_same_except(first, t, dim) for t in tensors[1:]):
         return None
     full = list(first.shape)
     full[dim] = sum(lengths)
@@ -142,11 +161,8 @@ def _placed(tensors: List[torch.Tensor], dim: int) -> Any:
 def max_min_dim(func: Any, args: Any, kwargs: Any) -> Any:
     """``torch.max(x, dim[, keepdim])`` / ``torch.min`` (and the Tensor methods) while autograd
     records on symbolic sizes (``MaxBackward0`` / ``MinBackward0`` save ``self.sizes()``): the
-    indices from ``max.dim`` / ``min.dim`` on ``x`` detached, the values as the sum over
-    ``dim`` of ``where(one-hot of the indices, x, 0)`` — the element itself (NaN and inf
-    included; a maximum of -0.0 reads +0.0) — whose gradient, ``where(mask, grad, 0)``, is
-    ATen's ``value_selecting_reduction_backward`` (the gradient scattered at the indices into
-    zeros), exactly. NotImplemented for every other call."""
+    indices from ``max.dim`` / ``min.dim`` on ``x`` detached, the values ``_picked`` at them,
+    exactly eager's values and gradient. NotImplemented for every other call."""
     if len(args) < 2 and "dim" not in kwargs or set(kwargs) - {"dim", "keepdim"}:
         return NotImplemented
     x = args[0]
@@ -157,9 +173,7 @@ def max_min_dim(func: Any, args: Any, kwargs: Any) -> Any:
     largest = func in (torch.max, torch.Tensor.max)
     op = aten.max.dim if largest else aten.min.dim
     _, indices = op(x.detach(), dim, keepdim)
-    picked = indices if keepdim else indices.unsqueeze(dim)
-    mask = torch.zeros_like(x, dtype=torch.bool).scatter(dim, picked, True)
-    values = torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=keepdim)
+    values = _picked(x, dim, indices if keepdim else indices.unsqueeze(dim), keepdim)
     kind = torch.return_types.max if largest else torch.return_types.min
     return kind((values, indices))
 
@@ -168,19 +182,15 @@ def gather_one(x: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: b
                ) -> Any:
     """``x.gather(dim, index)`` picking one element per row (``index.size(dim) == 1``, the other
     dims ``x``'s: a class's log-probability, an action's value) while autograd records on
-    symbolic sizes (``GatherBackward0`` reads ``self.sizes()``): the sum over ``dim`` of
-    ``where(one-hot of index, x, 0)`` — the element itself (a -0.0 reads +0.0) — whose
-    gradient ``where(mask, grad, 0)`` is ATen's ``gather_backward`` (the gradient scattered
-    at the index into zeros), exactly. NotImplemented otherwise (more picks per row, another
-    shape: torch's own, whose backward is then refused by name)."""
+    symbolic sizes (``GatherBackward0`` reads ``self.sizes()``): ``_picked``, exactly eager's
+    values and gradient. NotImplemented otherwise (more picks per row, another shape: torch's
+    own, whose backward is then refused by name)."""
     if sparse_grad or not isinstance(dim, int) or not records(x) or index.dim() != x.dim():
         return NotImplemented
     dim = dim % x.dim()
-    if index.shape[dim] != 1 or not all(_size_key(a) == _size_key(b) for d, (a, b) in
-                                        enumerate(zip(index.shape, x.shape)) if d != dim):
+    if index.shape[dim] != 1 or not _same_except(index, x, dim):
         return NotImplemented
-    mask = torch.zeros_like(x, dtype=torch.bool).scatter(dim, index, True)
-    return torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=True)
+    return _picked(x, dim, index, keepdim=True)
 
 
 def logsumexp(x: torch.Tensor, dim: Any, keepdim: bool = False) -> Any:

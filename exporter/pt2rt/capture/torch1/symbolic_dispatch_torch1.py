@@ -37,13 +37,14 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, Iterator
 
 import torch
 
-from .symbolic_losses_torch1 import loss_kernels
 from . import symbolic_autograd_torch1 as autograd_ops
 from .symbolic_dropout_torch1 import aten_dropout, aten_feature_dropout
+from .symbolic_losses_torch1 import loss_kernels
 from .symbolic_meta_torch1 import (chunk_as_split, meta_select, meta_split, meta_unbind,
                                    static_int)
 
@@ -176,22 +177,12 @@ def _clamped_sum_of_squares(x: torch.Tensor, dim: int, eps: float) -> torch.Tens
     return squared + (squared.clamp_min(eps * eps) - squared).detach()
 
 
-def _feature_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
-    return aten_feature_dropout(input, p, train)
-
-
-def _alpha_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
-    return aten_feature_dropout(input, p, train, feature=False, alpha=True)
-
-
-def _feature_alpha_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
-    return aten_feature_dropout(input, p, train, alpha=True)
-
-
 # Dropout.cpp's feature and alpha variants read numel(): ATen's _dropout_impl in Python
-_FEATURE_DROPOUTS = [(aten.feature_dropout.default, _feature_dropout),
-                     (aten.alpha_dropout.default, _alpha_dropout),
-                     (aten.feature_alpha_dropout.default, _feature_alpha_dropout)]
+_FEATURE_DROPOUTS = [
+    (aten.feature_dropout.default, aten_feature_dropout),
+    (aten.alpha_dropout.default, functools.partial(aten_feature_dropout, feature=False,
+                                                   alpha=True)),
+    (aten.feature_alpha_dropout.default, functools.partial(aten_feature_dropout, alpha=True))]
 
 
 @contextlib.contextmanager

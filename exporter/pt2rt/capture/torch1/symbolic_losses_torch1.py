@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 
+from .symbolic_autograd_torch1 import symbolic
 from .symbolic_meta_torch1 import mean_all, static_int
 
 aten = torch.ops.aten
@@ -153,11 +154,6 @@ def _cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-10
                            aten.mul.Scalar(ret, label_smoothing / n_classes))
 
 
-def _symbolic(*tensors: Any) -> bool:
-    return any(isinstance(t, torch.Tensor) and not all(isinstance(n, int) for n in t.shape)
-               for t in tensors)
-
-
 def bce_with_logits(input, target, weight=None, size_average=None, reduce=None,
                     reduction="mean", pos_weight=None) -> Any:
     """``F.binary_cross_entropy_with_logits`` on symbolic sizes: torch 1.13's kernel (Loss.cpp
@@ -168,7 +164,8 @@ def bce_with_logits(input, target, weight=None, size_average=None, reduce=None,
     ops instead: gradients equal eager's to rounding (``(sigmoid(x) - t) g``, reached through
     ``exp``/``log``). NotImplemented (torch's own) on static sizes and for the deprecated
     ``size_average`` / ``reduce``."""
-    if size_average is not None or reduce is not None or not _symbolic(input, target):
+    if size_average is not None or reduce is not None or \
+            not (symbolic(input) or symbolic(target)):
         return NotImplemented
     max_val = (-input).clamp_min(0)
     log_term = ((-max_val).exp() + (-input - max_val).exp()).log()
