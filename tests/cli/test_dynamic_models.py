@@ -346,14 +346,11 @@ class TextClassifier(torch.nn.Module):
                 torch.nn.functional.binary_cross_entropy_with_logits(logits, tags))
 
 
-def test_a_loss_in_forward_with_a_dynamic_batch_trains_through_the_cli(cli, tmp_path):
-    model, path = TextClassifier(), tmp_path / "text.pt2"
-    dim = pt2rt.Dim("batch", min=2, max=16)
-    pt2rt.export(model, (torch.randint(0, 30, (4, 9)), torch.randint(0, 4, (4,))),
-                 dynamic_shapes=({0: dim}, {0: dim}), bundle_examples=False).save(str(path))
-    for i, n in enumerate((2, 16)):
-        g = torch.Generator().manual_seed(i)
-        args = (torch.randint(0, 30, (n, 9), generator=g), torch.randint(0, 4, (n,), generator=g))
+def _trains_like_eager(cli, tmp_path, model, path, arg_sets):
+    """``export-cli run --train`` on the archive at ``path`` for each tuple of ``arg_sets``: the
+    first output and every parameter gradient against one eager training step."""
+    for i, args in enumerate(arg_sets):
+        n = args[0].shape[0]
         inputs = save_tensors(tmp_path / f"in{i}.pt", list(args))
         out, grads = tmp_path / f"out{i}.pt", tmp_path / f"grads{i}.pt"
         cli.ok("run", path, "--train", "--inputs", inputs, "--outputs", out, "--grads", grads)
@@ -363,3 +360,27 @@ def test_a_loss_in_forward_with_a_dynamic_batch_trains_through_the_cli(cli, tmp_
         assert sorted(got) == sorted(want_grads)
         for name, want in want_grads.items():
             assert_close(got[name], want, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name} at {n}: {m}")
+
+
+def test_a_loss_in_forward_with_a_dynamic_batch_trains_through_the_cli(cli, tmp_path):
+    model, path = TextClassifier(), tmp_path / "text.pt2"
+    dim = pt2rt.Dim("batch", min=2, max=16)
+    pt2rt.export(model, (torch.randint(0, 30, (4, 9)), torch.randint(0, 4, (4,))),
+                 dynamic_shapes=({0: dim}, {0: dim}), bundle_examples=False).save(str(path))
+    arg_sets = []
+    for i, n in enumerate((2, 16)):
+        g = torch.Generator().manual_seed(i)
+        arg_sets.append((torch.randint(0, 30, (n, 9), generator=g),
+                         torch.randint(0, 4, (n,), generator=g)))
+    _trains_like_eager(cli, tmp_path, model, path, arg_sets)
+
+
+def test_in_place_ops_on_views_with_a_dynamic_batch_train_through_the_cli(cli, tmp_path):
+    # torch 1.13 replays their copy_ as fill_(-0.0) + add_ (symbolic_replay_torch1.py)
+    from test_dynamic_training_layers import BATCH, InPlaceOnViews
+    model, path = InPlaceOnViews(), tmp_path / "views.pt2"
+    pt2rt.export(model, (torch.randn(3, 3, 8, 8),), dynamic_shapes=({0: BATCH},),
+                 bundle_examples=False).save(str(path))
+    _trains_like_eager(cli, tmp_path, model, path,
+                       [(torch.randn(n, 3, 8, 8, generator=torch.Generator().manual_seed(n)),)
+                        for n in (2, 6)])

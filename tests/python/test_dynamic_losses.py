@@ -2,7 +2,7 @@
 layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1/
 symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
 nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, triplet margin, BCE with
-logits, cosine similarity, logsumexp, focal loss's gather, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+logits, cosine similarity, logsumexp, focal loss's gather, top-k routing, mean(), glu, reflection and replication padding, feature and alpha dropout, a
 BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
@@ -248,32 +248,52 @@ def test_arange_over_a_dynamic_size_is_int64_as_in_eager(tmp_path):
                 assert_close(got, want)   # dtype included
 
 
-class Gathered(nn.Module):
+class Router(nn.Module):
+    """Mixture-of-experts routing (Switch / Mixtral style): the top-2 experts' softmax weights
+    from ``topk`` (values differentiated), each token's experts mixed by ``gather`` of two
+    outputs per row, plus a gather of the chosen logits (two picks, one repeated)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.router = nn.Linear(4, CLASSES)
+        self.experts = nn.Linear(4, CLASSES)
+
+    def forward(self, x):
+        probs = F.softmax(self.router(x), -1)
+        weights, chosen = torch.topk(probs, 2, dim=-1)
+        mixed = (self.experts(x).gather(1, chosen) * weights).sum(1)
+        again = self.router(x).gather(dim=1, index=torch.cat([chosen[:, :1], chosen[:, :1]], 1))
+        return mixed, weights / weights.sum(-1, keepdim=True), again
+
+
+def test_top_k_routing_with_a_dynamic_batch_matches_eager(tmp_path):
+    check_parity_at(tmp_path, Router(), (torch.randn(4, 4),), ({0: BATCH},),
+                    [(torch.randn(2, 4),), (torch.randn(12, 4),)])
+
+
+class Cumulative(nn.Module):
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
         self.head = nn.Linear(4, CLASSES)
 
-    def forward(self, x, index):
-        return self.head(x).gather(1, index)
+    def forward(self, x):
+        return self.head(x).cumsum(1)
 
 
 @only_1_13
 def test_a_backward_without_a_symbolic_rule_is_refused_naming_its_node(tmp_path):
-    model = Gathered()   # two elements per row: not the one-per-row form 1.13 records
-    x, index = torch.randn(4, 4), torch.zeros(4, 2, dtype=torch.long)
-    dynamic = ({0: BATCH}, {0: BATCH})
-    with pytest.raises(pt2rt.ExportError, match=r"the backward of gather \(autograd node "
-                       r"GatherBackward0\).*train=False"):
-        pt2rt.export(model, (x, index), dynamic_shapes=dynamic, bundle_examples=False)
+    model, x = Cumulative(), torch.randn(4, 4)
+    with pytest.raises(pt2rt.ExportError, match=r"the backward of cumsum \(autograd node "
+                       r"CumsumBackward0\).*train=False"):
+        pt2rt.export(model, (x,), dynamic_shapes=({0: BATCH},), bundle_examples=False)
     # the way out the message names
-    path = str(tmp_path / "gathered.pt2")
-    pt2rt.export(model, (x, index), dynamic_shapes=dynamic, train=False,
+    path = str(tmp_path / "cumulative.pt2")
+    pt2rt.export(model, (x,), dynamic_shapes=({0: BATCH},), train=False,
                  bundle_examples=False).save(path)
     loaded = pt2rt.load(path)
     for n in (2, 12):
-        x, index = torch.randn(n, 4), torch.randint(0, CLASSES, (n, 2))
+        x = torch.randn(n, 4)
         with torch.no_grad():
-            assert_close(loaded.run_inference(x, index)[0], model.eval()(x, index))
-
-
+            assert_close(loaded.run_inference(x)[0], model.eval()(x))

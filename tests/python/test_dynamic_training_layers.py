@@ -1,8 +1,10 @@
 """Training graphs with a dynamic batch through the constructs torchvision's models use that
 torch 1.13's autograd could not record on symbolic sizes (exporter/pt2rt/capture/torch1/
 symbolic_autograd_torch1.py, symbolic_replay_torch1.py): concatenations of pieces of different
-widths (DenseNet's growing feature list, Inception's branches, a ViT's class token) and
-stochastic depth's in-place ``noise.div_``. Both lanes: one archive per model, eval and a
+widths (DenseNet's growing feature list, Inception's branches, a ViT's class token),
+stochastic depth's in-place ``noise.div_`` and in-place ops on views (EfficientNet's
+``Dropout(inplace=True)`` on the flattened features, ``x[:, :k] *= s``, ``narrow(...).add_``,
+``__setitem__`` into a new tensor), whose backward or functionalization copies with ``copy_``. Both lanes: one archive per model, eval and a
 training step against eager at both ends of the range; on torch 1.13 the forward graph holds
 ``cat`` itself, as eager's trace does."""
 import collections
@@ -49,7 +51,43 @@ class Branches(nn.Module):
         return self.head(h.mean((2, 3)))
 
 
-MODELS = {"vit": (_narrow_vit, 16), "densenet": (_small_densenet, 16), "branches": (Branches, 8)}
+class DropoutOnFlatFeatures(nn.Module):
+    """EfficientNet's head: average pool, flatten (a view), ``Dropout(inplace=True)``, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(nn.Dropout(0.3, inplace=True), nn.Linear(8, 5))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.pool(self.conv(x)), 1))
+
+
+class InPlaceOnViews(nn.Module):
+    """In-place ops on slices of an activation and ``__setitem__`` into a new tensor."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 6, 3)
+        self.a = nn.Linear(6, 3)
+        self.b = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.conv(x).mean((2, 3)) * 1.0
+        h[:, :2] *= 3
+        h.narrow(1, 3, 2).add_(1.5)
+        out = h.new_zeros(h.shape[0], 6)
+        out[:, :3] = self.a(h)
+        out[:, 3:] = self.b(h).relu()
+        return out.tanh()
+
+
+MODELS = {"vit": (_narrow_vit, 16), "densenet": (_small_densenet, 16), "branches": (Branches, 8),
+          "dropout_on_flat_features": (DropoutOnFlatFeatures, 8),
+          "in_place_on_views": (InPlaceOnViews, 8)}
 
 
 def _images(n, size, seed):
@@ -80,3 +118,22 @@ def test_the_training_graph_concatenates_with_cat_as_the_static_one(name):
     assert dynamic["aten.cat.default"] + dynamic["aten.stack.default"] == \
         static["aten.cat.default"] > 0
     assert dynamic["aten.slice_backward.default"] == 0
+
+
+class OverlappingCopy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.lin(x) * 1.0
+        h[:, 1:3] = h[:, 0:2]   # eager copies element by element over the overlap
+        return h
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2, reason="torch 1.13's capture")
+def test_a_copy_between_overlapping_views_is_refused_naming_copy():
+    # copy_ is replayed as fill_ + add_ only where the source cannot alias the destination
+    with pytest.raises(pt2rt.ExportError, match=r"aten\.copy_"):
+        pt2rt.export(OverlappingCopy(), (torch.randn(3, 6),), bundle_examples=False,
+                     dynamic_shapes=({0: BATCH},))

@@ -1,5 +1,5 @@
 """``select``, ``squeeze``, ``split``, ``unbind``, ``cat``, ``max`` / ``min`` over a dim,
-``gather`` of one element per row and ``logsumexp`` for a dynamic-shape capture on torch 1.13,
+``gather`` of a few elements per row, ``topk`` and ``logsumexp`` for a dynamic-shape capture on torch 1.13,
 whose autograd nodes cannot be recorded on symbolic sizes there.
 
 torch 1.13's generated autograd nodes ``SelectBackward0``, ``SqueezeBackward1``,
@@ -32,6 +32,9 @@ import torch
 
 aten = torch.ops.aten
 INT64_MAX = 2 ** 63 - 1
+# picks per row re-expressed by gather / topk: each is a masked sum over the whole row, so the
+# graph grows by a few ops per pick; more picks than this go to torch's own op (refused by name)
+MAX_PICKS = 64
 
 
 def symbolic(x: Any) -> bool:
@@ -178,19 +181,48 @@ def max_min_dim(func: Any, args: Any, kwargs: Any) -> Any:
     return kind((values, indices))
 
 
-def gather_one(x: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bool = False
-               ) -> Any:
-    """``x.gather(dim, index)`` picking one element per row (``index.size(dim) == 1``, the other
-    dims ``x``'s: a class's log-probability, an action's value) while autograd records on
-    symbolic sizes (``GatherBackward0`` reads ``self.sizes()``): ``_picked``, exactly eager's
-    values and gradient. NotImplemented otherwise (more picks per row, another shape: torch's
-    own, whose backward is then refused by name)."""
+def _picks(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """The elements of ``x`` at ``index`` along ``dim`` (``index.size(dim)`` a static int, its
+    other sizes ``x``'s): ``_picked`` for each of the ``index.size(dim)`` columns, placed side
+    by side (``cat`` of one shape: ``stack``). Values exactly eager's ``gather``; the gradient
+    exactly eager's where the picks of a row are distinct (``topk``), to rounding where an
+    index repeats (autograd sums the repeated picks' gradients in its own order, eager's
+    ``scatter_add`` in index order)."""
+    pieces = [_picked(x, dim, aten.slice.Tensor(index, dim, j, j + 1, 1), keepdim=True)
+              for j in range(index.shape[dim])]
+    return pieces[0] if len(pieces) == 1 else cat(pieces, dim)
+
+
+def gather(x: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bool = False
+           ) -> Any:
+    """``x.gather(dim, index)`` picking up to ``MAX_PICKS`` elements per row (``index.size(dim)``
+    static, the other dims ``x``'s: a class's log-probability, an action's value, the experts a
+    router chose) while autograd records on symbolic sizes (``GatherBackward0`` reads
+    ``self.sizes()``): ``_picks``. NotImplemented otherwise (torch's own, whose backward is
+    then refused by name)."""
     if sparse_grad or not isinstance(dim, int) or not records(x) or index.dim() != x.dim():
         return NotImplemented
     dim = dim % x.dim()
-    if index.shape[dim] != 1 or not _same_except(index, x, dim):
+    k = index.shape[dim]
+    if not isinstance(k, int) or not 1 <= k <= MAX_PICKS or not _same_except(index, x, dim):
         return NotImplemented
-    return _picked(x, dim, index, keepdim=True)
+    return _picks(x, dim, index)
+
+
+def topk(x: torch.Tensor, k: Any, dim: int = -1, largest: bool = True, sorted: bool = True
+         ) -> Any:
+    """``torch.topk`` with ``k <= MAX_PICKS`` while autograd records on symbolic sizes
+    (``TopkBackward0`` saves ``self.sizes()``; mixture-of-experts routing weights): the indices
+    from ``aten.topk`` on ``x`` detached (the same kernel, so the same choice among ties and
+    NaNs), the values ``_picks`` at them — exactly eager's values and gradient
+    (``value_selecting_reduction_backward``: the gradient scattered at the distinct indices).
+    NotImplemented otherwise."""
+    if not records(x) or not isinstance(k, int) or not isinstance(dim, int) \
+            or not 1 <= k <= MAX_PICKS:
+        return NotImplemented
+    dim = dim % x.dim()
+    _, indices = aten.topk.default(x.detach(), k, dim, largest, sorted)
+    return torch.return_types.topk((_picks(x, dim, indices), indices))
 
 
 def logsumexp(x: torch.Tensor, dim: Any, keepdim: bool = False) -> Any:

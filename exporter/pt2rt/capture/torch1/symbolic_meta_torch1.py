@@ -38,8 +38,8 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.native_batch_norm_backward``: like input, weight, weight.
 * ``aten._adaptive_avg_pool2d``: ``[*input.shape[:-2], *output_size]``.
 * ``aten.roll`` (swin_t's shifted windows): a new tensor of the input's sizes;
-  ``aten.slice_scatter``, ``aten.select_scatter`` (functionalization of a ``__setitem__``): like
-  ``self``; ``aten.constant_pad_nd`` (``F.pad``): the last ``len(pad) / 2`` dims grown by their pads
+  ``aten.slice_scatter``, ``aten.select_scatter`` (functionalization of a ``__setitem__``),
+  ``aten.as_strided_scatter`` (of a write into an ``as_strided`` view): like ``self``; ``aten.constant_pad_nd`` (``F.pad``): the last ``len(pad) / 2`` dims grown by their pads
   (PadNd.cpp). Their torch 1.13 decompositions call ``narrow`` with SymInts, which 1.13's
   Python binding does not take.
 * ``aten.bernoulli_.float``, ``aten.div_.Tensor``, ``aten.mul_.Tensor`` (dropout's mask):
@@ -71,6 +71,7 @@ the functions below):
   (torch/csrc/autograd/python_variable_indexing.cpp) compute them; ``Tensor.__setitem__``
   with basic indices: that view, then ``copy_`` / ``fill_`` of the value;
 * ``torch.einsum`` of a batched matrix product: one ``bmm`` (``einsum_as_bmm``);
+* ``Tensor.narrow`` / ``torch.narrow`` over a static dim: ``slice`` (``narrow_as_slice``);
 * ``Tensor.chunk`` / ``torch.chunk``: ATen's ``chunk`` = ``split(ceil(size / chunks), dim)``
   over a static dim (``chunk_as_split``); ``Tensor.unbind`` / ``torch.unbind`` over a static
   dim;
@@ -335,6 +336,7 @@ def meta_rules() -> Dict[Any, Callable]:
         aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
         aten.roll.default: _like_input,
         aten.slice_scatter.default: _like_input,
+        aten.as_strided_scatter.default: _like_input,
         aten.select_scatter.default: _like_input,
         aten.constant_pad_nd.default: _constant_pad_nd,
         aten.reflection_pad1d.default: _pad_nd,
@@ -466,6 +468,23 @@ def chunk_as_split(x: torch.Tensor, chunks: int, dim: int = 0) -> Any:
     if not isinstance(size, int) or size == 0 or chunks <= 0:
         return NotImplemented
     return tuple(autograd_ops.split(x, (size + chunks - 1) // chunks, dim))
+
+
+def narrow_as_slice(x: torch.Tensor, dim: int, start: Any, length: Any) -> Any:
+    """``x.narrow(dim, start, length)`` over a static dim, as ATen's ``narrow``
+    (TensorShape.cpp): ``slice(dim, start, start + length)`` after wrapping a negative ``start``
+    by the size and checking ``0 <= start <= start + length <= size`` (its C++ reads
+    ``sizes()``); NotImplemented over a symbolic dim (``slice`` clamps where ``narrow`` raises
+    at run time) or with a tensor ``start``."""
+    dim = dim % max(x.dim(), 1)
+    size = x.shape[dim] if x.dim() else None
+    if not isinstance(size, int) or not isinstance(start, int) or not isinstance(length, int):
+        return NotImplemented
+    if start < 0:
+        start += size
+    if not 0 <= start <= start + length <= size:
+        return NotImplemented   # torch's own raises its error
+    return aten.slice.Tensor(x, dim, start, start + length, 1)
 
 
 def einsum_as_bmm(equation: Any, *operands: Any) -> Any:

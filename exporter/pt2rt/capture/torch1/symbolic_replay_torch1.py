@@ -10,11 +10,22 @@ as equivalent ones it can. Each keeps the values exactly.
   kernel of ``div_`` reads ``numel()``. Only where that is what functionalization would do
   itself — the mutated tensor is no graph input and no view of it (or of the tensors it
   aliases through earlier in-place ops) was taken, so nothing else sees the mutation.
+* ``aten.copy_(dst, src)`` as ``dst.fill_(-0.0).add_(src)``: 1.13's functionalization kernel of
+  ``copy_`` reads ``sizes()``. Autograd's ``CopySlices`` (an in-place op on a view of a tensor
+  that requires grad: EfficientNet's ``Dropout(inplace=True)`` on the flattened features)
+  records ``copy_`` into buffers its backward allocates. The same values bit for bit: ``-0.0 +
+  x`` is ``x`` for every float ``x`` (``+0.0``, ``-0.0``, inf and NaN included; from ``+0.0`` a
+  ``-0.0`` would turn into ``+0.0``) and for every integer. Only where that holds and nothing
+  can differ — ``dst`` and ``src`` of one floating or (non-bool) integer dtype, ``dst``'s storage
+  allocated by the graph (no input's) and ``src`` not a view of it (``add_`` would read what
+  ``fill_`` overwrote). A ``copy_`` of a view onto the same view (Python's ``x[:, :2] *= 3``:
+  ``__setitem__`` writes back the view ``__imul__`` changed in place) copies nothing and is
+  dropped.
 """
 from __future__ import annotations
 
 import operator
-from typing import Set
+from typing import Any, Set
 
 import torch
 import torch.fx as fx
@@ -27,6 +38,7 @@ def prepare_symbolic_replay(g: fx.GraphModule) -> None:
     """Both rewrites of the module docstring, in place on ``g`` (recompiled if changed)."""
     changed = _sym_numel_as_size_product(g)
     changed = _division_out_of_place(g) or changed
+    changed = _copy_as_fill_and_add(g) or changed
     if changed:
         g.recompile()
 
@@ -74,6 +86,68 @@ def _is_view(target) -> bool:
     schema = getattr(target, "_schema", None)
     return schema is not None and any(r.alias_info is not None for r in schema.returns) \
         and not _mutates_self(target)
+
+
+def _storage_root(value: fx.Node) -> fx.Node:
+    """The node that allocated ``value``'s storage, through views and in-place ops (their schemas
+    say they return an alias of their first argument)."""
+    while value.op == "call_function" and value.args and isinstance(value.args[0], fx.Node) \
+            and (_mutates_self(value.target) or _is_view(value.target)):
+        value = value.args[0]
+    return value
+
+
+def _unmutated(value: fx.Node) -> fx.Node:
+    while value.op == "call_function" and _mutates_self(value.target) and value.args:
+        value = value.args[0]
+    return value
+
+
+def _same_view(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same elements of the same storage: one node (through in-place
+    ops) or one view op with equal arguments of such a pair."""
+    if not isinstance(a, fx.Node) or not isinstance(b, fx.Node):
+        return False
+    a, b = _unmutated(a), _unmutated(b)
+    if a is b:
+        return True
+    return a.op == b.op == "call_function" and a.target == b.target and _is_view(a.target) \
+        and len(a.args) == len(b.args) and a.kwargs == b.kwargs and a.args[1:] == b.args[1:] \
+        and _same_view(a.args[0], b.args[0])
+
+
+def _dtype(value: Any) -> Any:
+    meta = value.meta.get("val", value.meta.get("tensor_meta")) if isinstance(value, fx.Node) \
+        else None
+    return getattr(meta, "dtype", None)
+
+
+def _copy_as_fill_and_add(g: fx.GraphModule) -> bool:
+    changed = False
+    for node in list(g.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.copy_.default:
+            continue
+        dst, src = node.args[0], node.args[1]
+        if _same_view(dst, src):
+            node.replace_all_uses_with(dst)
+            g.graph.erase_node(node)
+            changed = True
+            continue
+        dtype = _dtype(dst)
+        if dtype is None or dtype != _dtype(src) or dtype is torch.bool or dtype.is_complex:
+            continue
+        root = _storage_root(dst)
+        if root.op != "call_function" or _storage_root(src) is root:
+            continue
+        with g.graph.inserting_before(node):
+            filled = g.graph.call_function(aten.fill_.Scalar, (dst, -0.0))
+            out = g.graph.call_function(aten.add_.Tensor, (filled, src))
+        filled.meta = dict(dst.meta)
+        out.meta = dict(node.meta)
+        node.replace_all_uses_with(out)
+        g.graph.erase_node(node)
+        changed = True
+    return changed
 
 
 def _division_out_of_place(g: fx.GraphModule) -> bool:

@@ -14,13 +14,14 @@ from typing import Iterator
 
 import torch
 
-from .symbolic_autograd_torch1 import (cat as recorded_cat, gather_one, logsumexp, max_min_dim,
-                                       squeeze)
+from .symbolic_autograd_torch1 import (cat as recorded_cat, gather, logsumexp, max_min_dim,
+                                       squeeze, topk)
 from .symbolic_dispatch_torch1 import dispatch_patches
 from .symbolic_losses_torch1 import bce_with_logits, loss_meta_rules
 from .symbolic_dropout_torch1 import aten_dropout
 from .symbolic_meta_torch1 import (aten_linear, basic_getitem, basic_setitem,
                                    chunk_as_split, einsum_as_bmm, mean_all, meta_rules,
+                                   narrow_as_slice,
                                    static_int, unbind_function)
 from .symbolic_rnn_torch1 import lstm
 
@@ -30,9 +31,10 @@ _MAX_MIN = (torch.max, torch.Tensor.max, torch.min, torch.Tensor.min)
 
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
-    ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``unbind``,
+    ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``narrow``,
+    ``unbind``,
     ``torch.lstm``, ``torch.einsum``, and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
-    ``max`` / ``min`` over a dim, ``gather`` of one element per row and ``logsumexp`` (``symbolic_autograd_torch1``) as symbolic-friendly Python (see the
+    ``max`` / ``min`` over a dim, ``gather`` of a few elements per row, ``topk`` and ``logsumexp`` (``symbolic_autograd_torch1``) as symbolic-friendly Python (see the
     module docstring); constant SymInt arguments as ints; ``torch.arange`` over SymInts typed
     int64, as eager types integer bounds."""
 
@@ -69,7 +71,12 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
                 len(args) + len(set(kwargs) & {"dim", "index"}) == 3 and \
                 set(kwargs) <= {"dim", "index", "sparse_grad"}:
             named = dict(zip(("input", "dim", "index"), args), **kwargs)
-            out = gather_one(named.pop("input"), named.pop("dim"), named.pop("index"), **named)
+            out = gather(named.pop("input"), named.pop("dim"), named.pop("index"), **named)
+        elif func in (torch.Tensor.topk, torch.topk) and \
+                set(kwargs) <= {"k", "dim", "largest", "sorted"}:
+            named = dict(zip(("input", "k", "dim", "largest", "sorted"), args), **kwargs)
+            if "k" in named:
+                out = topk(named.pop("input"), named.pop("k"), **named)
         elif func in (torch.Tensor.logsumexp, torch.logsumexp) and \
                 set(kwargs) <= {"dim", "keepdim"}:
             named = dict(zip(("input", "dim", "keepdim"), args), **kwargs)
@@ -81,6 +88,8 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
             out = bce_with_logits(*args, **kwargs)
         elif func in (torch.Tensor.chunk, torch.chunk):
             out = chunk_as_split(*args, **kwargs)
+        elif func in (torch.Tensor.narrow, torch.narrow) and len(args) == 4 and not kwargs:
+            out = narrow_as_slice(*args)
         elif func in (torch.Tensor.unbind, torch.unbind):
             out = unbind_function(*args, **kwargs)
         elif func is torch.lstm:
