@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "kernels/attention_ops.h"
+#include "kernels/ctc_ops.h"
 #include "kernels/rnn_ops.h"
 
 namespace pt2rt {
@@ -227,6 +228,8 @@ Registry make_registry() {
   add(kRnnTanhBackwardSchema, &rnn_tanh_backward_kernel);
   add(kRnnReluSchema, &rnn_relu_kernel);
   add(kRnnReluBackwardSchema, &rnn_relu_backward_kernel);
+  add(kCtcLossSchema, &ctc_loss_kernel);
+  add(kCtcLossBackwardSchema, &ctc_loss_backward_kernel);
   add(kAttentionSchema, &attention_kernel);
   add(kAttentionBackwardSchema, &attention_backward_kernel);
   return r;

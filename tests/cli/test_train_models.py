@@ -170,6 +170,31 @@ def test_loss_computed_in_forward(cli, tmp_path):
     cli.usage_error("train", path, "--data", data, mentions=["takes 2 (x, y)"])
 
 
+def test_a_ctc_loss_in_forward_trains_like_eager(cli, tmp_path):
+    """A speech-style model computing F.ctc_loss in forward (pt2rt::ctc_loss, ctc_ops.py),
+    trained by the C++ runtime for 16 SGD steps on batches whose longest target changes from
+    batch to batch (ATen sizes the CTC's log_alpha by it): the epoch losses eager's."""
+    from test_ctc_loss import FEATURES, LABELS, S, T, Acoustic
+    model = Acoustic()
+    g = torch.Generator().manual_seed(5)
+    n = 12
+    feats = torch.randn(n, T, FEATURES, generator=g)
+    targets = torch.randint(1, LABELS, (n, S), generator=g)
+    input_lengths = torch.randint(8, T + 1, (n,), generator=g)
+    target_lengths = torch.randint(1, S + 1, (n,), generator=g)
+    path = tmp_path / "ctc.pt2"
+    pt2rt.export(model, (feats[:3], targets[:3], input_lengths[:3], target_lengths[:3])
+                 ).save(str(path))
+    data = save_tensors(tmp_path / "d.pt", ((feats, targets, input_lengths), target_lengths))
+    r = cli.ok("train", path, "--data", data, "--loss", "output", "--batch-size", "3",
+               "--epochs", "4", "--lr", "0.05", "--seed", "2")
+    _, losses, _ = eager_train(model, [feats, targets, input_lengths], target_lengths, 4, 3,
+                               0.05, 2, loss_fn=lambda m, xs, t: m(*xs, t))
+    got = epoch_losses(r.out)   # (printed to 6 significant digits)
+    assert_close(torch.tensor(got), torch.tensor(losses), rtol=1e-4, atol=1e-5)
+    assert got[-1] < got[0]
+
+
 def test_loss_output_needs_a_scalar(cli, archives, two_io_data, tmp_path):
     a = archives.get("two_io")  # (x, y) -> logits float32[4, 6]: with the targets as y
     _, xs, _ = two_io_data

@@ -337,10 +337,10 @@ def test_scripted_submodule_weights_named_on_torch_1_13_and_traced_on_torch_2():
         pt2rt.export(WithScripted(), (torch.randn(3, 6),))
 
 
-def test_ctc_loss_inside_forward_refusal_names_its_remedy():
-    """torch 2 tags aten::_ctc_loss dynamic_output_shape (log_alpha is sized by
-    max(target_lengths)): refused naming the way out instead of the masked_select advice;
-    torch 1.13 does not tag it, and its runtime runs the op."""
+def test_aten_ctc_loss_called_directly_is_refused_naming_the_way_out():
+    """ATen's _ctc_loss returns log_alpha sized by max(target_lengths): torch 2 tags it
+    dynamic_output_shape, and a direct call is refused naming F.ctc_loss, which pt2rt captures
+    as pt2rt::ctc_loss (test_ctc_loss.py); torch 1.13 does not tag it."""
     class CTC(nn.Module):
         def __init__(self):
             super().__init__()
@@ -348,15 +348,15 @@ def test_ctc_loss_inside_forward_refusal_names_its_remedy():
 
         def forward(self, x, targets):
             log_probs = self.proj(x).log_softmax(-1).transpose(0, 1)
-            lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long)
-            target_lengths = torch.full((x.shape[0],), targets.shape[1], dtype=torch.long)
-            return nn.functional.ctc_loss(log_probs, targets, lengths, target_lengths)
+            lengths = [x.shape[1]] * x.shape[0]
+            return torch._ctc_loss(log_probs, targets, lengths, [targets.shape[1]] * x.shape[0]
+                                   )[0].sum()
     args = (torch.randn(3, 12, 5), torch.randint(1, 6, (3, 4)))
     if int(torch.__version__.split(".")[0]) < 2:
         pt2rt.export(CTC(), args)
         return
-    with pytest.raises(pt2rt.CaptureError, match=r"compute the CTC loss outside the exported "
-                       r"model \(export it up to its log-probabilities\)"):
+    with pytest.raises(pt2rt.CaptureError, match=r"call F.ctc_loss or nn.CTCLoss, which pt2rt "
+                       r"captures as pt2rt::ctc_loss"):
         pt2rt.export(CTC(), args)
 
 

@@ -45,10 +45,11 @@ def resolve_op(op: Operator):
     if op.name in SYM_KERNELS:
         return SYM_KERNELS[op.name]
     ns, _, name = op.name.partition("::")
-    if ns == "pt2rt":  # pt2rt's own dispatcher ops (rnn_ops.py, attention_ops.py), defined on
-        from ..ops import attention_ops, rnn_ops  # first use
+    if ns == "pt2rt":  # pt2rt's own dispatcher ops (rnn_ops.py, attention_ops.py, ctc_ops.py),
+        from ..ops import attention_ops, ctc_ops, rnn_ops  # defined on first use
         rnn_ops.register()
         attention_ops.register()
+        ctc_ops.register()
     try:
         packet = getattr(getattr(torch.ops, ns), name)
         return getattr(packet, op.overload or "default")

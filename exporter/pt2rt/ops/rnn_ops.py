@@ -50,9 +50,9 @@ import torch
 
 from ..errors import ExportError
 from ..ir.symbols import is_symint
+from .op_library import Fragment, defined
 from .rnn_layers import has_layer_dropout, layer_by_layer
 
-NAMESPACE = "pt2rt"
 LSTM_SCHEMA = ("lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, "
                "int num_layers, float dropout, bool train, bool bidirectional, "
                "bool batch_first) -> (Tensor, Tensor, Tensor)")
@@ -207,58 +207,28 @@ _LIBRARY: Any = None  # keeps the registrations alive
 
 
 def register() -> None:
-    """Defines ``pt2rt::lstm`` and ``pt2rt::lstm_backward`` with CPU/CUDA kernels and a
-    symbolic-shape rule, once per process (a FRAGMENT: other pt2rt ops may be defined
-    elsewhere; an op already defined, e.g. by a second copy of this module, is left alone)."""
+    """Defines ``pt2rt::lstm`` and ``pt2rt::lstm_backward`` (and the GRU / RNN ops) with
+    CPU/CUDA kernels and a symbolic-shape rule, once per process (``op_library.Fragment``: other
+    pt2rt ops may be defined elsewhere; an op already defined, e.g. by a second copy of this
+    module, is left alone)."""
     global _LIBRARY
-    if _LIBRARY is not None or _defined("lstm") or _defined("gru"):
+    if _LIBRARY is not None or defined("lstm") or defined("gru"):
         return
-    if TORCH2:
-        lib = torch.library.Library(NAMESPACE, "FRAGMENT")
-        define = lib.define
-        impl = lib.impl
-    else:  # 1.13's torch.library.Library accepts only DEF and IMPL; the binding has FRAGMENT
-        lib = torch._C._dispatch_library("FRAGMENT", NAMESPACE, "", __file__, 0)
-        define = lib.define
-
-        def impl(name, fn, key):
-            lib.impl(name, key, fn)
-    define(LSTM_SCHEMA)
-    define(LSTM_BACKWARD_SCHEMA)
-    for key in ("CPU", "CUDA"):
-        impl("lstm", _lstm, key)
-        impl("lstm_backward", _lstm_backward, key)
+    fragment = Fragment()
     kernels = {"lstm": (_lstm, _lstm_backward, _lstm_meta, _lstm_backward_meta)}
+    fragment.define(LSTM_SCHEMA)
+    fragment.define(LSTM_BACKWARD_SCHEMA)
     for kind in SINGLE_STATE:
-        define(single_state_schema(kind))
-        define(single_state_backward_schema(kind))
+        fragment.define(single_state_schema(kind))
+        fragment.define(single_state_backward_schema(kind))
         kernels[kind] = _single_kernels(kind)
+    for kind, (forward, backward, forward_meta, backward_meta) in kernels.items():
         for key in ("CPU", "CUDA"):
-            impl(kind, kernels[kind][0], key)
-            impl(kind + "_backward", kernels[kind][1], key)
-    ops = torch.ops.pt2rt
-    for kind, (_, _, fwd_meta, bwd_meta) in kernels.items():
-        if TORCH2:
-            torch.library.register_fake(f"pt2rt::{kind}", fwd_meta, lib=lib)
-            torch.library.register_fake(f"pt2rt::{kind}_backward", bwd_meta, lib=lib)
-        else:
-            impl(kind, fwd_meta, "Meta")
-            impl(kind + "_backward", bwd_meta, "Meta")
-            # 1.13's FakeTensorMode runs ops on symbolic sizes only through meta_table's
-            # Python rules (torch/_subclasses/fake_tensor.py); these are pt2rt's own ops, so
-            # the entries stay for the life of the process.
-            from torch._meta_registrations import meta_table
-            meta_table[getattr(ops, kind).default] = fwd_meta
-            meta_table[getattr(ops, kind + "_backward").default] = bwd_meta
-    _LIBRARY = lib
-
-
-def _defined(name: str) -> bool:
-    try:
-        getattr(getattr(torch.ops, NAMESPACE), name).default
-        return True
-    except (AttributeError, RuntimeError):
-        return False
+            fragment.impl(kind, forward, key)
+            fragment.impl(kind + "_backward", backward, key)
+        fragment.shape_rule(kind, forward_meta)
+        fragment.shape_rule(kind + "_backward", backward_meta)
+    _LIBRARY = fragment
 
 
 class _LSTMFunction(torch.autograd.Function):

@@ -22,7 +22,9 @@ Per lane (the other lane captures the torch op itself):
   ``label_smoothing``, ``repeat_interleave`` with an int;
 * torch 2.x (``capture_torch2``): ``cov``, ``corrcoef``, ``F.gaussian_nll_loss``,
   ``F.affine_grid`` (its backward takes int[] sizes: a dynamic batch could not be
-  differentiated).
+  differentiated);
+* both: ``F.ctc_loss`` / ``torch.ctc_loss`` as ``pt2rt::ctc_loss`` (``ctc_ops.py``: ATen's
+  kernel reads the lengths' values and sizes a result by them).
 
 The formulas follow ATen (``aten/src/ATen/native/Sorting.cpp`` ``quantile_compute``,
 ``Correlation.cpp``, ``Itertools.cpp``, ``TensorAdvancedIndexing.cpp``) and
@@ -39,6 +41,8 @@ from typing import Any, Callable, Dict, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from .ctc_ops import ctc_loss, functional_ctc_loss
 
 # ---------------------------------------------------------------------------
 # quantile / nanquantile
@@ -325,6 +329,10 @@ def _table(names) -> Dict[Any, Callable]:
         if name == "cross_entropy":
             table[torch.nn.functional.cross_entropy] = cross_entropy
             continue
+        if name == "ctc_loss":   # pt2rt::ctc_loss (ctc_ops.py): log_alpha's size is data's
+            table[torch.nn.functional.ctc_loss] = functional_ctc_loss
+            table[torch.ctc_loss] = ctc_loss
+            continue
         if name == "affine_grid_generator":  # the mode sees F.affine_grid, not what it calls
             table[torch.nn.functional.affine_grid] = affine_grid
         for owner in (torch, torch.Tensor):
@@ -335,8 +343,8 @@ def _table(names) -> Dict[Any, Callable]:
 
 
 TORCH1_OPS = ("quantile", "nanquantile", "cov", "corrcoef", "gaussian_nll_loss", "combinations",
-              "masked_scatter", "cross_entropy", "repeat_interleave")
-TORCH2_OPS = ("cov", "corrcoef", "gaussian_nll_loss", "affine_grid_generator")
+              "masked_scatter", "cross_entropy", "repeat_interleave", "ctc_loss")
+TORCH2_OPS = ("cov", "corrcoef", "gaussian_nll_loss", "affine_grid_generator", "ctc_loss")
 _TABLES: Dict[tuple, Dict[Any, Callable]] = {}
 
 

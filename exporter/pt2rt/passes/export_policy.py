@@ -288,8 +288,9 @@ def dynamic_shape_hint(name: str) -> str:
     """What a user can do about op ``name`` (``aten::_ctc_loss``, ``aten::masked_select``, ...)
     whose output sizes depend on data: ``; ...`` to append to the refusal."""
     if "ctc_loss" in name:
-        return ("; F.ctc_loss sizes its intermediate log_alpha by max(target_lengths): compute "
-                "the CTC loss outside the exported model (export it up to its log-probabilities)")
+        return ("; ATen's _ctc_loss sizes its log_alpha by max(target_lengths): call "
+                "F.ctc_loss or nn.CTCLoss, which pt2rt captures as pt2rt::ctc_loss, instead of "
+                "the ATen op")
     return ("; compute a fixed-size result instead (e.g. torch.where(mask, x, 0) for "
             "x[mask] / masked_select)")
 
