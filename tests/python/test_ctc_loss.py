@@ -5,7 +5,8 @@ one archive runs batches whose longest target differs from the example's (ATen's
 ``zero_infinity``, lengths as lists, concatenated targets, ``nn.CTCLoss`` — exported once and
 run by the Python reader at target lengths with another maximum: eval output and a training
 step's gradients equal eager's bit for bit (the same ATen kernels; the backward recomputes the
-forward). The C++ runtime's side: tests/cli/test_dynamic_models.py."""
+forward); with a dynamic batch and length too. The C++ runtime's side:
+tests/cpp/runtime/test_ctc_ops.cpp, tests/cli/test_train_models.py."""
 import copy
 
 import pytest
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import pt2rt
+from dynamic_parity import check_parity_at
 
 T, N, S, FEATURES, LABELS = 12, 3, 5, 4, 6
 
@@ -94,6 +96,22 @@ def test_a_ctc_loss_in_forward_matches_eager_for_other_target_lengths(tmp_path, 
         _equal(step.outputs[0], out.detach(), f"train output at {lengths}")
         for n, p in eager.named_parameters():
             _equal(step.grads[n], p.grad, f"grad {n} at {lengths}")
+
+
+def test_a_ctc_loss_with_a_dynamic_batch_and_length_matches_eager(tmp_path):
+    """Dynamic batch and time (the CTC op on symbolic sizes; on torch 1.13 differentiated
+    through an autograd_cuts cut): eval and a training step at both ends of the ranges, to
+    float32 rounding (1.13's dynamic capture of the conv/linear layers is not bit for bit)."""
+    batch, time = pt2rt.Dim("batch", min=2, max=8), pt2rt.Dim("time", min=4, max=32)
+
+    def inputs(n, t, seed):
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(n, t, FEATURES, generator=g),
+                torch.randint(1, LABELS, (n, S), generator=g),
+                torch.full((n,), t, dtype=torch.long), torch.randint(1, 3, (n,), generator=g))
+    check_parity_at(tmp_path, Acoustic(), inputs(3, T, 0),
+                    ({0: batch, 1: time}, {0: batch}, {0: batch}, {0: batch}),
+                    [inputs(2, 4, 1), inputs(8, 32, 2)])
 
 
 def test_the_ops_equal_aten_ctc_loss_and_its_backward():

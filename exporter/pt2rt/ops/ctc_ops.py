@@ -43,6 +43,7 @@ from typing import Any
 import torch
 
 from ..ir.symbols import is_symint
+from . import autograd_cuts
 from .op_library import TORCH2, Fragment, defined
 
 SCHEMA = ("ctc_loss(Tensor log_probs, Tensor targets, Tensor input_lengths, "
@@ -123,6 +124,23 @@ class _CTCFunction(torch.autograd.Function):
             grad, log_probs, targets, input_lengths, target_lengths, *ctx.flags), None, None, None
 
 
+def _differentiable_nll(flags, log_probs, targets, input_lengths, target_lengths):
+    """``pt2rt::ctc_loss`` differentiated by ``pt2rt::ctc_loss_backward``: an
+    ``autograd.Function``, or on symbolic sizes under torch 1.13 (whose ``autograd.Function``
+    cannot return them) an ``autograd_cuts`` cut."""
+    if TORCH2 or not any(is_symint(s) for t in (log_probs, targets) for s in t.shape):
+        return _CTCFunction.apply(flags, log_probs, targets, input_lengths, target_lengths)
+    with torch.no_grad():
+        nll = torch.ops.pt2rt.ctc_loss.default(log_probs, targets, input_lengths,
+                                               target_lengths, *flags)
+
+    def backward(go):
+        return [torch.ops.pt2rt.ctc_loss_backward.default(
+            go[0], log_probs, targets, input_lengths, target_lengths, *flags), None, None, None]
+    return autograd_cuts.record([log_probs, targets, input_lengths, target_lengths], (nll,),
+                                backward)[0]
+
+
 def _lengths(lengths: Any) -> torch.Tensor:
     """Lengths as an int64 tensor [N] (a list of ints: a constant on the CPU; no device is
     written into the graph: the kernels read lengths on the host wherever they are)."""
@@ -133,23 +151,21 @@ def _lengths(lengths: Any) -> torch.Tensor:
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1,
              zero_infinity=False):
-    """``torch.ctc_loss`` (``reduction`` an int: 0 none, 1 mean, 2 sum) through the ops; on
-    symbolic sizes under torch 1.13 (whose ``autograd.Function`` cannot return them) torch's
-    own, which fails the export naming it."""
-    if not TORCH2 and any(is_symint(s) for t in (log_probs, targets) for s in t.shape):
-        return torch.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
-                              reduction, zero_infinity)
+    """``torch.ctc_loss`` (``reduction`` an int: 0 none, 1 mean, 2 sum) through the ops."""
     register()
     batched = log_probs.dim() == 3
     lp = log_probs if batched else log_probs.unsqueeze(1)
     target_lengths = _lengths(target_lengths)
-    loss = _CTCFunction.apply((int(blank), bool(zero_infinity)), lp,
-                              targets.to(dtype=torch.long), _lengths(input_lengths),
-                              target_lengths)
+    loss = _differentiable_nll((int(blank), bool(zero_infinity)), lp,
+                               targets.to(dtype=torch.long), _lengths(input_lengths),
+                               target_lengths)
     if zero_infinity:
         loss = torch.where(loss == float("inf"), loss.new_zeros(()), loss)
     if reduction == 1:
-        return (loss / target_lengths.clamp_min(1)).mean()
+        per_target = loss / target_lengths.clamp_min(1)
+        if is_symint(per_target.shape[0]):   # 1.13's MeanBackward0 saves concrete sizes
+            return per_target.mean(dim=[0])  # ATen's mean(): mean over every dim, the same
+        return per_target.mean()
     if reduction == 2:
         return loss.sum()
     return loss if batched else loss.squeeze(0)

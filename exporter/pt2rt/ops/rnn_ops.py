@@ -10,11 +10,11 @@ the unrolled cells, which specialises the sequence length. When a dynamic-shape 
 ``sequence_ops()`` runs it as ``pt2rt::lstm`` instead, differentiated by
 ``pt2rt::lstm_backward``: on torch 2 through an ``autograd.Function``; on torch 1.13, whose
 ``autograd.Function`` cannot return symbolic sizes, as a *cut* that the joint capture
-differentiates with ``grad`` (see ``lstm``). A static-shape call becomes the one node too
-(``SequenceOps(static=True)``, on both torch versions), unless it has dropout between layers in
-training mode or projections: the runtime then runs it as one fused kernel — cuDNN's on CUDA,
-as eager nn.LSTM does (runtime/kernels/cudnn_rnn.h) — instead of T unrolled cells. A call with
-dropout between layers in training mode is first split into one call per layer with
+differentiates with ``autograd_cuts.grad`` (see ``lstm``). A static-shape call becomes the one
+node too (``SequenceOps(static=True)``, on both torch versions), unless it has dropout between
+layers in training mode or projections: the runtime then runs it as one fused kernel — cuDNN's
+on CUDA, as eager nn.LSTM does (runtime/kernels/cudnn_rnn.h) — instead of T unrolled cells. A
+call with dropout between layers in training mode is first split into one call per layer with
 ``torch.dropout`` between them (``rnn_layers.py``; torch 2's own decomposition loses that
 dropout), each layer then one node.
 
@@ -44,12 +44,13 @@ Refused (``ExportError`` naming the construct), because the op does not express 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 
 from ..errors import ExportError
 from ..ir.symbols import is_symint
+from . import autograd_cuts
 from .op_library import Fragment, defined
 from .rnn_layers import has_layer_dropout, layer_by_layer
 
@@ -284,26 +285,24 @@ def single_state(kind, input, hx, params, has_biases, num_layers, dropout, train
             "masks; use dropout=0, static shapes, or train=False")
     flags = (bool(has_biases), int(num_layers), float(dropout), bool(train), bool(bidirectional),
              bool(batch_first))
-    op = getattr(torch.ops.pt2rt, kind).default
     if TORCH2:
         return tuple(_SingleStateFunction.apply(kind, flags, input, hx, *params))
-    inputs = [input, hx, *params]
     with torch.no_grad():
-        outs = op(input, hx, list(params), *flags)
-    if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
-        return tuple(outs)
-    outs = tuple(t.detach().requires_grad_() for t in outs)
-    if _CUTS:
-        _CUTS[-1].append((kind, inputs, outs, flags))
-    return outs
+        outs = getattr(torch.ops.pt2rt, kind).default(input, hx, list(params), *flags)
+
+    def backward(go):
+        return getattr(torch.ops.pt2rt, kind + "_backward").default(*go, input, hx,
+                                                                    list(params), *flags)
+    return autograd_cuts.record([input, hx, *params], outs, backward)
 
 
 def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
     """``torch.lstm`` (the ``aten::lstm.input`` overload) as ``pt2rt::lstm``, differentiable:
     on torch 2 through ``_LSTMFunction``; on torch 1.13 (whose ``autograd.Function`` reads
     concrete output sizes, so it cannot return symbolic ones) as a *cut*: the outputs are
-    fresh leaves, recorded in the active ``cuts()`` so that ``grad`` differentiates through
-    ``pt2rt::lstm_backward`` (outside ``cuts()`` they carry no gradient: shapes only).
+    fresh leaves, recorded in the active ``autograd_cuts.cuts()`` so that ``autograd_cuts.grad``
+    differentiates through ``pt2rt::lstm_backward`` (outside ``cuts()`` they carry no gradient:
+    shapes only).
 
     Raises:
         ExportError: dropout between layers in training mode, or an LSTM with projections
@@ -326,70 +325,12 @@ def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectiona
     h0, c0 = hx
     if TORCH2:
         return tuple(_LSTMFunction.apply(flags, input, h0, c0, *params))
-    inputs = [input, h0, c0, *params]
     with torch.no_grad():
         outs = torch.ops.pt2rt.lstm.default(input, [h0, c0], list(params), *flags)
-    if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
-        return tuple(outs)
-    outs = tuple(t.detach().requires_grad_() for t in outs)
-    if _CUTS:
-        _CUTS[-1].append(("lstm", inputs, outs, flags))
-    return outs
 
-
-_CUTS: List[List[Any]] = []
-
-
-@contextlib.contextmanager
-def cuts() -> Iterator[List[Any]]:
-    """Records the torch 1.13 ``pt2rt::lstm`` cuts of a forward, for ``grad``."""
-    _CUTS.append([])
-    try:
-        yield _CUTS[-1]
-    finally:
-        _CUTS.pop()
-
-
-def grad(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
-         grad_outputs: Sequence[torch.Tensor], recorded: List[Any]
-         ) -> List[Optional[torch.Tensor]]:
-    """``torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)`` through the
-    cuts ``recorded`` by ``cuts()``: autograd runs from the outputs to the inputs and to every
-    cut's outputs; then, last cut first, ``pt2rt::lstm_backward`` turns a cut's accumulated
-    output gradients into gradients of its inputs, which autograd carries on upstream."""
-    if not recorded:
-        return list(torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True))
-    inputs = list(inputs)
-    leaves = inputs + [o for _, _, outs, _ in recorded for o in outs]
-    acc: List[Optional[torch.Tensor]] = [None] * len(leaves)
-
-    def backprop(roots, root_grads):
-        pairs = [(r, g) for r, g in zip(roots, root_grads)
-                 if g is not None and r.requires_grad]
-        if not pairs:
-            return
-        got = torch.autograd.grad([r for r, _ in pairs], leaves, [g for _, g in pairs],
-                                  allow_unused=True, retain_graph=True)
-        for i, g in enumerate(got):
-            if g is not None:
-                acc[i] = g if acc[i] is None else acc[i] + g
-
-    backprop(outputs, grad_outputs)
-    end = len(leaves)
-    for kind, cut_inputs, outs, flags in reversed(recorded):
-        start = end - len(outs)
-        go = acc[start:end]
-        end = start
-        if all(g is None for g in go):
-            continue
-        backward = getattr(torch.ops.pt2rt, kind + "_backward").default
-        if kind == "lstm":
-            grads = backward(*go, cut_inputs[0], [cut_inputs[1], cut_inputs[2]],
-                             list(cut_inputs[3:]), *flags)
-        else:
-            grads = backward(*go, cut_inputs[0], cut_inputs[1], list(cut_inputs[2:]), *flags)
-        backprop(cut_inputs, [grads[i] for i in range(len(cut_inputs))])
-    return acc[:len(inputs)]
+    def backward(go):
+        return torch.ops.pt2rt.lstm_backward.default(*go, input, [h0, c0], list(params), *flags)
+    return autograd_cuts.record([input, h0, c0, *params], outs, backward)
 
 
 def _time_dim_is_symbolic(input: Any, batch_first: Any) -> bool:

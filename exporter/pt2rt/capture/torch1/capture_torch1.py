@@ -51,7 +51,7 @@ from ...errors import CaptureError, ExportError
 from ...ir.descriptors import InputDescriptor, InputKind, OutputDescriptor, OutputKind
 from ...ir.graph_ir import (CapturedJoint, ConstantTable, DescribedGraph, ExportSignature,
                             GraphRole, WeightKind, WeightSpec)
-from ...ops import rnn_ops
+from ...ops import autograd_cuts, rnn_ops
 from ...ops.device_dependence import device_dependent_results
 from ...ops.decompositions import training_decompositions
 from ...ops.traceable_ops import TORCH1_OPS, replacement
@@ -554,9 +554,9 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
             state, user = flat[:n_w], flat[n_w:n_w + n_in]
             tang = flat[n_w + n_in:]
             args, kwargs = sig.split(list(user))
-            # rnn_ops.cuts/grad: nn.LSTM/GRU/RNN as pt2rt:: nodes differentiate via their
-            # pt2rt::*_backward
-            with _substituted(model, state_names, state), rnn_ops.cuts() as cuts:
+            # autograd_cuts: pt2rt:: nodes on symbolic sizes (nn.LSTM/GRU/RNN, F.ctc_loss)
+            # differentiate via their pt2rt::*_backward
+            with _substituted(model, state_names, state), autograd_cuts.cuts() as cuts:
                 outs, _ = _flat_outputs(model(*args, **kwargs), "forward()")
                 targets = [state[i] for i in trainable] + [user[i] for i in input_grads]
                 grads: Sequence[Optional[torch.Tensor]] = [None] * len(targets)
@@ -569,8 +569,8 @@ def capture_joint(model: torch.nn.Module, weights: List[WeightSpec], sig: Export
                             # anomaly mode's report of a failing node (provenance records
                             # with it on): the error below names the node instead
                             warnings.filterwarnings("ignore", message="Error detected in ")
-                            grads = rnn_ops.grad([outs[i] for i in diff], targets, list(tang),
-                                                 cuts)
+                            grads = autograd_cuts.grad([outs[i] for i in diff], targets,
+                                                       list(tang), cuts)
                     except ExportError:
                         raise
                     except Exception as e:

@@ -24,6 +24,7 @@ from .symbolic_meta_torch1 import (aten_linear, basic_getitem, basic_setitem,
                                    narrow_as_slice,
                                    static_int, unbind_function)
 from .symbolic_rnn_torch1 import lstm
+from ...ops.ctc_ops import ctc_loss, functional_ctc_loss
 
 
 _MAX_MIN = (torch.max, torch.Tensor.max, torch.min, torch.Tensor.min)
@@ -33,7 +34,8 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
     ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``narrow``,
     ``unbind``,
-    ``torch.lstm``, ``torch.einsum``, and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
+    ``torch.lstm``, ``torch.einsum``, ``F.ctc_loss`` (``pt2rt::ctc_loss``, ``ops/ctc_ops.py``),
+    and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
     ``max`` / ``min`` over a dim, ``gather`` of a few elements per row, ``topk`` and ``logsumexp`` (``symbolic_autograd_torch1``) as symbolic-friendly Python (see the
     module docstring); constant SymInt arguments as ints; ``torch.arange`` over SymInts typed
     int64, as eager types integer bounds."""
@@ -84,6 +86,10 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
                 out = logsumexp(named["input"], named["dim"], named.get("keepdim", False))
         elif func in _MAX_MIN:
             out = max_min_dim(func, args, kwargs)
+        elif func is torch.nn.functional.ctc_loss:
+            out = functional_ctc_loss(*args, **kwargs)
+        elif func is torch.ctc_loss:
+            out = ctc_loss(*args, **kwargs)
         elif func is torch.nn.functional.binary_cross_entropy_with_logits:
             out = bce_with_logits(*args, **kwargs)
         elif func in (torch.Tensor.chunk, torch.chunk):
