@@ -1,6 +1,6 @@
-"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat``, ``max`` / ``min`` over a dim,
-``gather`` of a few elements per row, ``topk`` and ``logsumexp`` for a dynamic-shape capture on torch 1.13,
-whose autograd nodes cannot be recorded on symbolic sizes there.
+"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat`` and ``logsumexp`` for a dynamic-shape
+capture on torch 1.13, whose autograd nodes cannot be recorded on symbolic sizes there (the ops
+whose values are picks of their input: ``symbolic_picks_torch1``).
 
 torch 1.13's generated autograd nodes ``SelectBackward0``, ``SqueezeBackward1``,
 ``SplitBackward0``, ``UnsafeSplitBackward0`` (torch/csrc/autograd/generated/Functions.h) save
@@ -32,11 +32,6 @@ import torch
 
 aten = torch.ops.aten
 INT64_MAX = 2 ** 63 - 1
-# picks per row re-expressed by gather / topk: each is a masked sum over the whole row, so the
-# graph grows by a few ops per pick; more picks than this go to torch's own op (refused by name)
-MAX_PICKS = 64
-
-
 def symbolic(x: Any) -> bool:
     """``x`` is a tensor with a symbolic size."""
     return isinstance(x, torch.Tensor) and not all(isinstance(n, int) for n in x.shape)
@@ -103,20 +98,10 @@ def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
                                       for x, y in zip(a.shape, b.shape))
 
 
-def _same_except(a: torch.Tensor, b: torch.Tensor, dim: int) -> bool:
+def same_except(a: torch.Tensor, b: torch.Tensor, dim: int) -> bool:
     """``a`` and ``b`` have the same sizes but along ``dim``."""
     return a.dim() == b.dim() and all(_size_key(x) == _size_key(y) for d, (x, y) in
                                       enumerate(zip(a.shape, b.shape)) if d != dim)
-
-
-def _picked(x: torch.Tensor, dim: int, index: torch.Tensor, keepdim: bool) -> torch.Tensor:
-    """The elements of ``x`` at ``index`` (one per row along ``dim``, ``index.size(dim) ==
-    1``) as the sum over ``dim`` of ``where(one-hot of index, x, 0)``: the element itself (NaN
-    and inf included; a -0.0 reads +0.0); its gradient, ``where(mask, grad, 0)``, is the
-    gradient scattered at ``index`` into zeros, exactly — ``gather_backward`` and
-    ``value_selecting_reduction_backward``."""
-    mask = torch.zeros_like(x, dtype=torch.bool).scatter(dim, index, True)
-    return torch.where(mask, x, torch.zeros_like(x)).sum(dim, keepdim=keepdim)
 
 
 def cat(tensors: List[torch.Tensor], dim: int = 0) -> torch.Tensor:
@@ -149,7 +134,7 @@ def _placed(tensors: List[torch.Tensor], dim: int) -> Any:
     lengths = [t.shape[dim] if t.dim() == first.dim() else None for t in tensors]
     if not all(isinstance(n, int) for n in lengths) or \
             any(t.dtype != first.dtype for t in tensors) or \
-            not all(_same_except(first, t, dim) for t in tensors[1:]):
+            not all(same_except(first, t, dim) for t in tensors[1:]):
         return None
     full = list(first.shape)
     full[dim] = sum(lengths)
@@ -159,70 +144,6 @@ def _placed(tensors: List[torch.Tensor], dim: int) -> Any:
         out = piece if out is None else out + piece
         start += n
     return out
-
-
-def max_min_dim(func: Any, args: Any, kwargs: Any) -> Any:
-    """``torch.max(x, dim[, keepdim])`` / ``torch.min`` (and the Tensor methods) while autograd
-    records on symbolic sizes (``MaxBackward0`` / ``MinBackward0`` save ``self.sizes()``): the
-    indices from ``max.dim`` / ``min.dim`` on ``x`` detached, the values ``_picked`` at them,
-    exactly eager's values and gradient. NotImplemented for every other call."""
-    if len(args) < 2 and "dim" not in kwargs or set(kwargs) - {"dim", "keepdim"}:
-        return NotImplemented
-    x = args[0]
-    dim = args[1] if len(args) > 1 else kwargs["dim"]
-    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-    if not isinstance(x, torch.Tensor) or not isinstance(dim, int) or not records(x):
-        return NotImplemented
-    largest = func in (torch.max, torch.Tensor.max)
-    op = aten.max.dim if largest else aten.min.dim
-    _, indices = op(x.detach(), dim, keepdim)
-    values = _picked(x, dim, indices if keepdim else indices.unsqueeze(dim), keepdim)
-    kind = torch.return_types.max if largest else torch.return_types.min
-    return kind((values, indices))
-
-
-def _picks(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
-    """The elements of ``x`` at ``index`` along ``dim`` (``index.size(dim)`` a static int, its
-    other sizes ``x``'s): ``_picked`` for each of the ``index.size(dim)`` columns, placed side
-    by side (``cat`` of one shape: ``stack``). Values exactly eager's ``gather``; the gradient
-    exactly eager's where the picks of a row are distinct (``topk``), to rounding where an
-    index repeats (autograd sums the repeated picks' gradients in its own order, eager's
-    ``scatter_add`` in index order)."""
-    pieces = [_picked(x, dim, aten.slice.Tensor(index, dim, j, j + 1, 1), keepdim=True)
-              for j in range(index.shape[dim])]
-    return pieces[0] if len(pieces) == 1 else cat(pieces, dim)
-
-
-def gather(x: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bool = False
-           ) -> Any:
-    """``x.gather(dim, index)`` picking up to ``MAX_PICKS`` elements per row (``index.size(dim)``
-    static, the other dims ``x``'s: a class's log-probability, an action's value, the experts a
-    router chose) while autograd records on symbolic sizes (``GatherBackward0`` reads
-    ``self.sizes()``): ``_picks``. NotImplemented otherwise (torch's own, whose backward is
-    then refused by name)."""
-    if sparse_grad or not isinstance(dim, int) or not records(x) or index.dim() != x.dim():
-        return NotImplemented
-    dim = dim % x.dim()
-    k = index.shape[dim]
-    if not isinstance(k, int) or not 1 <= k <= MAX_PICKS or not _same_except(index, x, dim):
-        return NotImplemented
-    return _picks(x, dim, index)
-
-
-def topk(x: torch.Tensor, k: Any, dim: int = -1, largest: bool = True, sorted: bool = True
-         ) -> Any:
-    """``torch.topk`` with ``k <= MAX_PICKS`` while autograd records on symbolic sizes
-    (``TopkBackward0`` saves ``self.sizes()``; mixture-of-experts routing weights): the indices
-    from ``aten.topk`` on ``x`` detached (the same kernel, so the same choice among ties and
-    NaNs), the values ``_picks`` at them — exactly eager's values and gradient
-    (``value_selecting_reduction_backward``: the gradient scattered at the distinct indices).
-    NotImplemented otherwise."""
-    if not records(x) or not isinstance(k, int) or not isinstance(dim, int) \
-            or not 1 <= k <= MAX_PICKS:
-        return NotImplemented
-    dim = dim % x.dim()
-    _, indices = aten.topk.default(x.detach(), k, dim, largest, sorted)
-    return torch.return_types.topk((_picks(x, dim, indices), indices))
 
 
 def logsumexp(x: torch.Tensor, dim: Any, keepdim: bool = False) -> Any:

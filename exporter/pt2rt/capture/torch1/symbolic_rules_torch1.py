@@ -14,8 +14,9 @@ from typing import Iterator
 
 import torch
 
-from .symbolic_autograd_torch1 import (cat as recorded_cat, gather, logsumexp, max_min_dim,
-                                       squeeze, topk)
+from .symbolic_autograd_torch1 import cat as recorded_cat, logsumexp, squeeze
+from .symbolic_picks_torch1 import (cummax_cummin, gather, index_select, max_min_dim, sort,
+                                    topk)
 from .symbolic_dispatch_torch1 import dispatch_patches
 from .symbolic_losses_torch1 import bce_with_logits, loss_meta_rules
 from .symbolic_dropout_torch1 import aten_dropout
@@ -33,12 +34,12 @@ _MAX_MIN = (torch.max, torch.Tensor.max, torch.min, torch.Tensor.min)
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
     ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``narrow``,
-    ``unbind``,
-    ``torch.lstm``, ``torch.einsum``, ``F.ctc_loss`` (``pt2rt::ctc_loss``, ``ops/ctc_ops.py``),
-    and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
-    ``max`` / ``min`` over a dim, ``gather`` of a few elements per row, ``topk`` and ``logsumexp`` (``symbolic_autograd_torch1``) as symbolic-friendly Python (see the
-    module docstring); constant SymInt arguments as ints; ``torch.arange`` over SymInts typed
-    int64, as eager types integer bounds."""
+    ``unbind``, ``torch.lstm``, ``torch.einsum``, ``F.ctc_loss`` (``pt2rt::ctc_loss``,
+    ``ops/ctc_ops.py``), and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
+    ``logsumexp`` (``symbolic_autograd_torch1``), ``max`` / ``min`` over a dim, ``gather``,
+    ``topk``, ``sort``, ``cummax`` / ``cummin``, ``index_select`` (``symbolic_picks_torch1``)
+    as symbolic-friendly Python (see the module docstring); constant SymInt arguments as ints;
+    ``torch.arange`` over SymInts typed int64, as eager types integer bounds."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -79,6 +80,15 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
             named = dict(zip(("input", "k", "dim", "largest", "sorted"), args), **kwargs)
             if "k" in named:
                 out = topk(named.pop("input"), named.pop("k"), **named)
+        elif func in (torch.Tensor.sort, torch.sort) and \
+                set(kwargs) <= {"dim", "descending", "stable"}:
+            out = sort(*args, **kwargs)
+        elif func in (torch.Tensor.cummax, torch.cummax, torch.Tensor.cummin, torch.cummin) \
+                and len(args) + len(kwargs) == 2 and set(kwargs) <= {"dim"}:
+            out = cummax_cummin(func, *args, **kwargs)
+        elif func in (torch.Tensor.index_select, torch.index_select) and not kwargs \
+                and len(args) == 3:
+            out = index_select(*args)
         elif func in (torch.Tensor.logsumexp, torch.logsumexp) and \
                 set(kwargs) <= {"dim", "keepdim"}:
             named = dict(zip(("input", "dim", "keepdim"), args), **kwargs)
