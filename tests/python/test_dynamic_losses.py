@@ -3,7 +3,7 @@ layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1
 symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
 nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, triplet margin, BCE with
 logits, cosine similarity, logsumexp, focal loss's gather, top-k routing, sort, cummax,
-index_select, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+index_select, amax, mean(), glu, reflection and replication padding, feature and alpha dropout, a
 BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
@@ -275,7 +275,8 @@ def test_top_k_routing_with_a_dynamic_batch_matches_eager(tmp_path):
 
 class Picks(nn.Module):
     """Ops whose values are picks of their input: sort, cummax / cummin, index_select with a
-    repeated index (symbolic_picks_torch1.py on torch 1.13)."""
+    repeated index (symbolic_picks_torch1.py on torch 1.13); amax / amin with ties and an
+    infinite maximum (symbolic_autograd_torch1.py)."""
 
     def __init__(self):
         super().__init__()
@@ -287,12 +288,16 @@ class Picks(nn.Module):
         ranked = torch.sort(h, dim=1, descending=True).values
         running = h.cummax(1)[0] + torch.cummin(h, dim=-1).values
         chosen = h.index_select(1, torch.tensor([3, 0, 3]))
-        return ranked * 2, running, chosen, h.sort(stable=True)[0]
+        # amax / amin: ties (relu's zeros) share the gradient; a row whose maximum is +inf
+        ties = h.relu().amax(1) + torch.amin(h.clamp(max=0.2), dim=(1,), keepdim=True).sum(1)
+        peak = (h + torch.where(h.detach() > 0.9, float("inf"), 0.0)).amax(-1, keepdim=True)
+        return ranked * 2, running, chosen, h.sort(stable=True)[0], ties, peak
 
 
-def test_sort_cummax_and_index_select_with_a_dynamic_batch_match_eager(tmp_path):
+def test_sort_cummax_index_select_and_amax_with_a_dynamic_batch_match_eager(tmp_path):
+    torch.manual_seed(3)
     check_parity_at(tmp_path, Picks(), (torch.randn(4, 4),), ({0: BATCH},),
-                    [(torch.randn(2, 4),), (torch.randn(12, 4),)])
+                    [(torch.randn(2, 4),), (torch.randn(12, 4) * 3,)])
 
 
 class Cumulative(nn.Module):

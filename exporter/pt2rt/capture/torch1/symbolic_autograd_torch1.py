@@ -1,6 +1,7 @@
-"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat`` and ``logsumexp`` for a dynamic-shape
-capture on torch 1.13, whose autograd nodes cannot be recorded on symbolic sizes there (the ops
-whose values are picks of their input: ``symbolic_picks_torch1``).
+"""``select``, ``squeeze``, ``split``, ``unbind``, ``cat``, ``logsumexp`` and ``amax`` /
+``amin`` for a dynamic-shape capture on torch 1.13, whose autograd nodes cannot be recorded on
+symbolic sizes there (the ops whose values are picks of their input:
+``symbolic_picks_torch1``).
 
 torch 1.13's generated autograd nodes ``SelectBackward0``, ``SqueezeBackward1``,
 ``SplitBackward0``, ``UnsafeSplitBackward0`` (torch/csrc/autograd/generated/Functions.h) save
@@ -160,8 +161,43 @@ def logsumexp(x: torch.Tensor, dim: Any, keepdim: bool = False) -> Any:
         maxes = torch.amax(x, dims, keepdim=True)
     kept = maxes.masked_fill(maxes.abs() == float("inf"), 0)
     result = torch.sum(torch.exp(x - maxes), dims, keepdim=True).log() + kept
+    return _reduced(result, x, dims, keepdim)
+
+
+def _reduced(result: torch.Tensor, x: torch.Tensor, dims: List[int], keepdim: bool
+             ) -> torch.Tensor:
+    """``result`` (reduced over ``dims`` of ``x`` with the dims kept) without them unless
+    ``keepdim``."""
     if keepdim:
         return result
     for d in sorted((d % x.dim() for d in dims), reverse=True):
         result = squeeze(result, d)
     return result
+
+
+def amax_amin(largest: bool, x: torch.Tensor, dim: Any = (), keepdim: bool = False) -> Any:
+    """``torch.amax`` / ``amin`` over ``dim`` while autograd records on symbolic sizes
+    (``AmaxBackward0`` saves ``self.sizes()``). Eager's gradient spreads evenly over the ties:
+    ``grad / count * mask`` with ``mask = (x == result)``, ``count`` its sum over ``dim``
+    (``scale_grad_by_count``, FunctionsManual.cpp). Here ``m`` is ATen's ``amax`` of ``x``
+    detached and two sums carry that gradient, ``x / count * mask`` summed over ``dim`` —
+    ``z`` of ``x``'s finite elements (infinite ones as 0), ``zi`` of the maxima alone — and the
+    result is ``m - (z.detach() - z)`` where ``m`` is finite (exactly ``m``: ``z`` is finite, ``z
+    - z`` is 0) and ``zi`` (``±inf``: ``m``) where it is not. Values and gradients exactly
+    eager's for a finite incoming gradient; a row whose extreme is NaN (no element equals it)
+    is NaN as in eager, with gradient 0 where eager's is NaN, and so is an infinite incoming
+    gradient at the elements eager's ``* mask`` turns into NaN. NotImplemented for an empty
+    ``dim`` (every dim) or without recording."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not records(x) or not x.is_floating_point() or not dims:
+        return NotImplemented
+    with torch.no_grad():
+        m = (torch.amax if largest else torch.amin)(x, dims, keepdim=True)
+        mask = x == m
+        count = mask.sum(dims, keepdim=True)
+        weights = mask.to(x.dtype)
+    zeros = torch.zeros_like(x)
+    z = torch.sum(torch.where(torch.isfinite(x), x, zeros) / count * weights, dims, keepdim=True)
+    zi = torch.sum(torch.where(mask, x, zeros) / count * weights, dims, keepdim=True)
+    result = torch.where(torch.isfinite(m), m - (z.detach() - z), zi)
+    return _reduced(result, x, dims, keepdim)

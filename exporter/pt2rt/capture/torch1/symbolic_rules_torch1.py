@@ -14,7 +14,7 @@ from typing import Iterator
 
 import torch
 
-from .symbolic_autograd_torch1 import cat as recorded_cat, logsumexp, squeeze
+from .symbolic_autograd_torch1 import amax_amin, cat as recorded_cat, logsumexp, squeeze
 from .symbolic_picks_torch1 import (cummax_cummin, gather, index_select, max_min_dim, sort,
                                     topk)
 from .symbolic_dispatch_torch1 import dispatch_patches
@@ -29,6 +29,7 @@ from ...ops.ctc_ops import ctc_loss, functional_ctc_loss
 
 
 _MAX_MIN = (torch.max, torch.Tensor.max, torch.min, torch.Tensor.min)
+_AMAX_AMIN = (torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin)
 
 
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
@@ -36,7 +37,7 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``narrow``,
     ``unbind``, ``torch.lstm``, ``torch.einsum``, ``F.ctc_loss`` (``pt2rt::ctc_loss``,
     ``ops/ctc_ops.py``), and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
-    ``logsumexp`` (``symbolic_autograd_torch1``), ``max`` / ``min`` over a dim, ``gather``,
+    ``logsumexp``, ``amax`` / ``amin`` (``symbolic_autograd_torch1``), ``max`` / ``min`` over a dim, ``gather``,
     ``topk``, ``sort``, ``cummax`` / ``cummin``, ``index_select`` (``symbolic_picks_torch1``)
     as symbolic-friendly Python (see the module docstring); constant SymInt arguments as ints;
     ``torch.arange`` over SymInts typed int64, as eager types integer bounds."""
@@ -80,6 +81,8 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
             named = dict(zip(("input", "k", "dim", "largest", "sorted"), args), **kwargs)
             if "k" in named:
                 out = topk(named.pop("input"), named.pop("k"), **named)
+        elif func in _AMAX_AMIN and set(kwargs) <= {"dim", "keepdim"}:
+            out = amax_amin(func in _AMAX_AMIN[:2], *args, **kwargs)
         elif func in (torch.Tensor.sort, torch.sort) and \
                 set(kwargs) <= {"dim", "descending", "stable"}:
             out = sort(*args, **kwargs)
