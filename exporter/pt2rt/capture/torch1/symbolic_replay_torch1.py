@@ -88,11 +88,16 @@ def _is_view(target) -> bool:
         and not _mutates_self(target)
 
 
+# ops that return a view although their schemas do not say so (matmul's folding in 1.13)
+_UNANNOTATED_VIEWS = (aten._unsafe_view.default,)
+
+
 def _storage_root(value: fx.Node) -> fx.Node:
     """The node that allocated ``value``'s storage, through views and in-place ops (their schemas
-    say they return an alias of their first argument)."""
+    say they return an alias of their first argument) and ``_unsafe_view``."""
     while value.op == "call_function" and value.args and isinstance(value.args[0], fx.Node) \
-            and (_mutates_self(value.target) or _is_view(value.target)):
+            and (_mutates_self(value.target) or _is_view(value.target)
+                 or value.target in _UNANNOTATED_VIEWS):
         value = value.args[0]
     return value
 
