@@ -157,3 +157,34 @@ def test_references_come_from_the_plain_eager_module(monkeypatch, tmp_path):
     expected = _eager_grads(model, x)
     assert sorted(ex.grad_sketches) == sorted(expected)
     assert ex.check_grads(expected) == {}
+
+
+class _Unrepeatable(torch.autograd.Function):
+    """Identity whose backward scales by how often it has run: eager's gradient changes from
+    one training step to the next, as a backward kernel reading uninitialised memory's does
+    (torch 1.13's CPU GroupNorm in torchaudio's wav2vec2)."""
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        _Unrepeatable.calls += 1
+        return grad * _Unrepeatable.calls
+
+
+def test_a_gradient_eager_does_not_reproduce_is_named_as_eager_s():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return _Unrepeatable.apply(self.lin(x))
+
+    with pytest.raises(pt2rt.CaptureError, match=r"eager PyTorch does not reproduce its own "
+                       r"gradient of parameter 'lin\.(weight|bias)' of Linear 'lin': two "
+                       r"training steps .* differ"):
+        pt2rt.export(M(), (torch.randn(4, 3),))

@@ -37,9 +37,9 @@ from .dynamic import flatten_structured as flatten_structured_shapes
 from .dynamic import normalize as normalize_dynamic_shapes
 from .eager_paths import value_dependent_paths
 from .eager_run import REFERENCE_RNG_SEED, EagerTrainRun, eager_eval_outputs, eager_train_run
-from .fidelity import (check_buffer_values, check_gradient_paths, check_gradient_values,
-                       check_no_aliased_constants, check_output_types, check_output_values,
-                       check_same_structure, check_tangents)
+from .fidelity import (check_buffer_values, check_eager_reproducible, check_gradient_paths,
+                       check_gradient_values, check_no_aliased_constants, check_output_types,
+                       check_output_values, check_same_structure, check_tangents)
 from .model_call import restored_attributes
 
 
@@ -311,10 +311,22 @@ def capture(model: torch.nn.Module, args: Any, kwargs: Optional[Dict[str, Any]] 
                                         run.forward_outputs, eager.outputs, hints)
                 if not draws_random(fwd) or draws == "replayed":
                     check_buffer_values(model, run.buffers, eager.buffers)
-                    check_gradient_values(model, run, eager, hints)
+                    _check_gradient_values(model, sig, flat, run, eager, hints)
                 if draws:
                     metadata["reference_draws"] = draws
     return program
+
+
+def _check_gradient_values(model: torch.nn.Module, sig: ExportSignature,
+                           flat: List[torch.Tensor], run: Any, eager: Any, hints: Any) -> None:
+    """``fidelity.check_gradient_values``; when the graph's gradients differ from eager's, a
+    second eager step tells whether eager reproduces itself (``check_eager_reproducible``
+    names the module if not) before the mismatch is blamed on the capture."""
+    try:
+        check_gradient_values(model, run, eager, hints)
+    except CaptureError:
+        check_eager_reproducible(model, eager, _eager_probe(model, sig, flat))
+        raise
 
 
 def _eager_probe(model: torch.nn.Module, sig: ExportSignature, flat: List[torch.Tensor],

@@ -297,6 +297,28 @@ def check_gradient_values(model: torch.nn.Module, run: Any, eager: Any,
                 f"the example inputs (ones as output gradients): {differs}{cause}")
 
 
+def check_eager_reproducible(model: torch.nn.Module, first: Any, second: Any) -> None:
+    """Raises CaptureError when two eager training steps (``eager_run.EagerTrainRun``, the same
+    example inputs, seed and cotangents) give different gradients — what
+    ``check_gradient_values``' failure then means is that eager PyTorch itself is not
+    reproducible there (a nondeterministic kernel, or one reading memory it did not initialise:
+    torch 1.13's CPU GroupNorm backward in torchaudio's wav2vec2 feature extractor), not that
+    the capture lost a hook. Returns quietly when they agree."""
+    for fqn, a in first.param_grads.items():
+        b = second.param_grads.get(fqn)
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            continue
+        what = value_difference(b.detach(), a.detach())
+        if what is not None:
+            raise CaptureError(
+                f"pt2rt.export: eager PyTorch does not reproduce its own gradient of parameter "
+                f"{fqn!r} of {_module_of(model, fqn)}: two training steps on the same example "
+                f"inputs and seed differ ({what}) — a nondeterministic kernel, or one that reads "
+                f"uninitialised memory, in torch {torch.__version__}'s backward of that module; "
+                "the captured backward graph cannot be checked against it (export on another "
+                "torch version, or replace the module)")
+
+
 def _describe(spec: object) -> str:
     kind = getattr(spec, "type", None)
     if kind is None:
