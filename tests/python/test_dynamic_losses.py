@@ -3,11 +3,13 @@ layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1
 symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
 nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, triplet margin, BCE with
 logits, cosine similarity, logsumexp, focal loss's gather, top-k routing, sort, cummax,
-index_select, amax, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+index_select, amax, a weight-normed convolution, mean(), glu, reflection and replication padding, feature and alpha dropout, a
 BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
 way out, which then exports."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -298,6 +300,27 @@ def test_sort_cummax_index_select_and_amax_with_a_dynamic_batch_match_eager(tmp_
     torch.manual_seed(3)
     check_parity_at(tmp_path, Picks(), (torch.randn(4, 4),), ({0: BATCH},),
                     [(torch.randn(2, 4),), (torch.randn(12, 4) * 3,)])
+
+
+class WeightNormed(nn.Module):
+    """wav2vec2's positional convolution: a grouped Conv1d under nn.utils.weight_norm (on
+    torch 1.13 its _weight_norm_interface had no Meta kernel)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # weight_norm's deprecation (torch 2.x)
+            self.conv = nn.utils.weight_norm(nn.Conv1d(4, 4, 3, padding=1, groups=2), dim=2)
+        self.head = nn.Linear(4, CLASSES)
+
+    def forward(self, x):
+        return self.head(F.gelu(self.conv(x)).mean(2))
+
+
+def test_a_weight_normed_convolution_with_a_dynamic_batch_matches_eager(tmp_path):
+    check_parity_at(tmp_path, WeightNormed(), (torch.randn(3, 4, 6),), ({0: BATCH},),
+                    [(torch.randn(2, 4, 6),), (torch.randn(12, 4, 6),)])
 
 
 class Cumulative(nn.Module):

@@ -10,6 +10,8 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
     op's metadata by running it on meta copies of the tensors, with the op's Meta kernel;
     torch 1.13's read concrete sizes (``select``: C++; ``unbind``: ``torch._refs.unbind`` via
     ``tensor_split``; ``split``: its decomposition via ``narrow``); pt2rt's meta rules instead;
+    ``_weight_norm_interface`` and its backward (``nn.utils.weight_norm``), which 1.13 has no
+    Meta kernel for, so a fake tensor of a weight-normed parameter could not be run at all;
   - CompositeImplicitAutograd: ``chunk`` — ATen's ``chunk`` (TensorShape.cpp) is
     ``split(ceil(size / chunks), dim)``: ``symbolic_meta_torch1.chunk_as_split`` (refused over
     a symbolic dim); ``dropout`` (e.g. on the attention weights) — ATen's ``_dropout_impl``
@@ -46,7 +48,8 @@ from . import symbolic_autograd_torch1 as autograd_ops
 from .symbolic_dropout_torch1 import aten_dropout, aten_feature_dropout
 from .symbolic_losses_torch1 import loss_kernels
 from .symbolic_meta_torch1 import (chunk_as_split, meta_select, meta_split, meta_unbind,
-                                   static_int)
+                                   static_int, weight_norm_interface,
+                                   weight_norm_interface_backward)
 
 aten = torch.ops.aten
 
@@ -122,7 +125,10 @@ def _meta_kernels() -> contextlib.ExitStack:
     """The Python kernels of the module docstring."""
     stack = contextlib.ExitStack()
     for op, fn in ((aten.select.int, meta_select), (aten.unbind.int, meta_unbind),
-                   (aten.split.Tensor, meta_split)):
+                   (aten.split.Tensor, meta_split),
+                   (aten._weight_norm_interface.default, weight_norm_interface),
+                   (aten._weight_norm_interface_backward.default,
+                    weight_norm_interface_backward)):
         stack.enter_context(_py_kernel(op, torch._C.DispatchKey.Meta, fn))
     implicit = torch._C.DispatchKey.CompositeImplicitAutograd
     stack.enter_context(_py_kernel(aten.chunk.default, implicit, _chunk_kernel))

@@ -36,6 +36,9 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
   ``aten._adaptive_avg_pool2d_backward``: like the forward's input.
 * ``aten.native_batch_norm_backward``: like input, weight, weight.
+* ``aten._weight_norm_interface`` (``torch.nn.utils.weight_norm``: wav2vec2's positional
+  convolution, HiFi-GAN) and its backward: like ``v`` and ``g`` (WeightNorm.cpp) — as Meta
+  kernels (``symbolic_dispatch_torch1``): their inputs are weights, never symbolic.
 * ``aten._adaptive_avg_pool2d``: ``[*input.shape[:-2], *output_size]``.
 * ``aten.roll`` (swin_t's shifted windows): a new tensor of the input's sizes;
   ``aten.slice_scatter``, ``aten.select_scatter`` (functionalization of a ``__setitem__``),
@@ -244,6 +247,15 @@ def _pad_nd(self, padding):
 
 def _adaptive_avg_pool2d(self, output_size):
     return self.new_empty(list(self.shape[:-2]) + list(output_size))
+
+
+def weight_norm_interface(v, g, dim=0):
+    # torch.nn.utils.weight_norm (WeightNorm.cpp): w like v, the norms like g
+    return v.new_empty(v.shape), g.new_empty(g.shape)
+
+
+def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    return saved_v.new_empty(saved_v.shape), saved_g.new_empty(saved_g.shape)
 
 
 def _in_place(self, *args, **kwargs):
