@@ -19,10 +19,12 @@ def _copy(model):
     (``nn.utils.weight_norm``'s non-leaf weight) — ``model`` itself, its state, gradients and
     mode put back afterwards."""
     try:
-        yield copy.deepcopy(model)
-        return
+        copied = copy.deepcopy(model)
     except RuntimeError:
-        pass
+        copied = None
+    if copied is not None:
+        yield copied
+        return
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     training = model.training
     try:

@@ -3,7 +3,7 @@ layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1
 symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
 nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, triplet margin, BCE with
 logits, cosine similarity, logsumexp, focal loss's gather, top-k routing, sort, cummax,
-index_select, amax, a weight-normed convolution, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+index_select, amax, a weight-normed convolution, unfold / fold, take_along_dim, mean(), glu, reflection and replication padding, feature and alpha dropout, a
 BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
@@ -321,6 +321,27 @@ class WeightNormed(nn.Module):
 def test_a_weight_normed_convolution_with_a_dynamic_batch_matches_eager(tmp_path):
     check_parity_at(tmp_path, WeightNormed(), (torch.randn(3, 4, 6),), ({0: BATCH},),
                     [(torch.randn(2, 4, 6),), (torch.randn(12, 4, 6),)])
+
+
+class Unfolded(nn.Module):
+    """F.unfold / F.fold (im2col / col2im) and take_along_dim with an index of batch 1."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        h = self.conv(x)
+        cols = F.unfold(h, kernel_size=3, padding=1, stride=2)
+        back = F.fold(cols, output_size=(8, 8), kernel_size=3, padding=1, stride=2)
+        rows = torch.take_along_dim(h, torch.tensor([[[[2], [0]]]]), dim=2)
+        return cols.mean(-1), back, rows
+
+
+def test_unfold_fold_and_take_along_dim_with_a_dynamic_batch_match_eager(tmp_path):
+    check_parity_at(tmp_path, Unfolded(), (torch.randn(3, 3, 8, 8),), ({0: BATCH},),
+                    [(torch.randn(2, 3, 8, 8),), (torch.randn(12, 3, 8, 8),)])
 
 
 class Cumulative(nn.Module):

@@ -22,7 +22,8 @@ Per lane (the other lane captures the torch op itself):
   ``label_smoothing``, ``repeat_interleave`` with an int;
 * torch 2.x (``capture_torch2``): ``cov``, ``corrcoef``, ``F.gaussian_nll_loss``,
   ``F.affine_grid`` (its backward takes int[] sizes: a dynamic batch could not be
-  differentiated);
+  differentiated), ``take_along_dim`` (torch's decomposition compares a dynamic batch with an
+  index's 1 and specialises it);
 * both: ``F.ctc_loss`` / ``torch.ctc_loss`` as ``pt2rt::ctc_loss`` (``ctc_ops.py``: ATen's
   kernel reads the lengths' values and sizes a result by them).
 
@@ -314,13 +315,53 @@ def affine_grid(theta, size, align_corners=None):
 
 
 # ---------------------------------------------------------------------------
+# take_along_dim
+
+def _broadcast_size(a: Any, b: Any) -> Any:
+    """``infer_size`` of one dim without a guard on a symbolic size: a static 1 gives way."""
+    if isinstance(b, int) and b == 1:
+        return a
+    if isinstance(a, int) and a == 1:
+        return b
+    return a   # equal, or expand raises at run time as ATen's infer_size does
+
+
+def take_along_dim(input, indices, dim=None, *, gather=torch.gather):
+    """``torch.take_along_dim(input, indices, dim)`` as TensorAdvancedIndexing.cpp computes it —
+    ``_take_along_dim_helper`` broadcasts ``input`` and ``indices`` against each other except
+    along ``dim``, then ``gather`` — with the broadcast written so that a symbolic size is never
+    compared with 1 (torch's own decomposition does, which specialises a dynamic batch that
+    meets an index of batch 1); torch 2 wraps the indices modulo the size of ``dim``
+    (``torch._refs.take_along_dim``: -1 is the last, 7 of 5 is 2), torch 1.13 does not. None (torch's op instead) without ``dim`` or for inputs of
+    different ranks."""
+    if not isinstance(dim, int) or input.dim() != indices.dim() or input.dim() == 0:
+        return None
+    dim = dim % input.dim()
+    index_shape = [b if d == dim else _broadcast_size(a, b)
+                   for d, (a, b) in enumerate(zip(input.shape, indices.shape))]
+    input_shape = [a if d == dim else _broadcast_size(b, a)
+                   for d, (a, b) in enumerate(zip(input.shape, indices.shape))]
+    indices = indices.expand(index_shape)
+    if int(torch.__version__.split(".")[0]) >= 2:   # torch 2 wraps indices modulo the size
+        indices = indices % input.shape[dim]
+    return gather(input.expand(input_shape), dim, indices)
+
+
+def _take_along_dim(input, indices, dim=None, *, out=None):
+    got = None if out is not None else take_along_dim(input, indices, dim)
+    if got is None:
+        return torch.take_along_dim(input, indices, dim, **({} if out is None else {"out": out}))
+    return got
+
+
+# ---------------------------------------------------------------------------
 # Substitution while tracing
 
 def _table(names) -> Dict[Any, Callable]:
     impls = {"quantile": quantile, "nanquantile": nanquantile, "cov": cov,
              "corrcoef": corrcoef, "combinations": combinations,
              "masked_scatter": masked_scatter, "repeat_interleave": repeat_interleave,
-             "affine_grid_generator": affine_grid_generator}
+             "affine_grid_generator": affine_grid_generator, "take_along_dim": _take_along_dim}
     table: Dict[Any, Callable] = {}
     for name in names:
         if name == "gaussian_nll_loss":
@@ -344,7 +385,8 @@ def _table(names) -> Dict[Any, Callable]:
 
 TORCH1_OPS = ("quantile", "nanquantile", "cov", "corrcoef", "gaussian_nll_loss", "combinations",
               "masked_scatter", "cross_entropy", "repeat_interleave", "ctc_loss")
-TORCH2_OPS = ("cov", "corrcoef", "gaussian_nll_loss", "affine_grid_generator", "ctc_loss")
+TORCH2_OPS = ("cov", "corrcoef", "gaussian_nll_loss", "affine_grid_generator", "ctc_loss",
+              "take_along_dim")
 _TABLES: Dict[tuple, Dict[Any, Callable]] = {}
 
 

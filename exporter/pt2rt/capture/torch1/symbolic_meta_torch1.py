@@ -36,6 +36,8 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
   ``aten._adaptive_avg_pool2d_backward``: like the forward's input.
 * ``aten.native_batch_norm_backward``: like input, weight, weight.
+* ``aten.im2col`` / ``aten.col2im`` (``F.unfold`` / ``F.fold``, each the other's backward):
+  ``[N, C kh kw, L]`` and ``[N, C, *output_size]`` (Im2Col.cpp, Col2Im.cpp).
 * ``aten._weight_norm_interface`` (``torch.nn.utils.weight_norm``: wav2vec2's positional
   convolution, HiFi-GAN) and its backward: like ``v`` and ``g`` (WeightNorm.cpp) — as Meta
   kernels (``symbolic_dispatch_torch1``): their inputs are weights, never symbolic.
@@ -249,6 +251,25 @@ def _adaptive_avg_pool2d(self, output_size):
     return self.new_empty(list(self.shape[:-2]) + list(output_size))
 
 
+def _im2col(self, kernel_size, dilation, padding, stride):
+    # F.unfold (Im2Col.cpp): [N, C * kh * kw, L], L the product over the (static) spatial dims of
+    # (size + 2 pad - dilation (k - 1) - 1) // stride + 1; a batched [C, H, W] input drops N
+    blocks = 1
+    for d in range(2):
+        size = self.shape[-2 + d]
+        blocks = blocks * ((size + 2 * padding[d] - dilation[d] * (kernel_size[d] - 1) - 1)
+                           // stride[d] + 1)
+    cols = self.shape[-3] * kernel_size[0] * kernel_size[1]
+    return self.new_empty((self.shape[0], cols, blocks) if self.dim() == 4 else (cols, blocks))
+
+
+def _col2im(self, output_size, kernel_size, dilation, padding, stride):
+    # F.fold (Col2Im.cpp): [N, C, *output_size], C = the columns over kh * kw
+    channels = self.shape[-2] // (kernel_size[0] * kernel_size[1])
+    sizes = [channels, output_size[0], output_size[1]]
+    return self.new_empty([self.shape[0]] + sizes if self.dim() == 3 else sizes)
+
+
 def weight_norm_interface(v, g, dim=0):
     # torch.nn.utils.weight_norm (WeightNorm.cpp): w like v, the norms like g
     return v.new_empty(v.shape), g.new_empty(g.shape)
@@ -364,6 +385,8 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.replication_pad3d.default: _pad_nd,
         aten.replication_pad3d_backward.default: _like_self,
         aten.native_batch_norm_backward.default: _native_batch_norm_backward,
+        aten.im2col.default: _im2col,
+        aten.col2im.default: _col2im,
         aten.select.int: meta_select,
         aten.unsafe_split.Tensor: meta_split,
         aten.split.Tensor: meta_split,

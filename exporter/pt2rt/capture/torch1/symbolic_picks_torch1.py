@@ -1,6 +1,7 @@
 """Ops whose values are picks of their input — ``max`` / ``min`` over a dim, ``gather``,
 ``topk``, ``sort``, ``cummax`` / ``cummin``, ``index_select`` — for a dynamic-shape capture on
-torch 1.13, while autograd records on symbolic sizes.
+torch 1.13, while autograd records on symbolic sizes; and ``take_along_dim``, whose C++
+broadcasting reads concrete sizes even without autograd.
 
 torch 1.13's autograd nodes for them (``MaxBackward0``, ``GatherBackward0``, ``TopkBackward0``,
 ``SortBackward0``, ``CummaxBackward0``, ``IndexSelectBackward0``; torch/csrc/autograd/
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ...ops.traceable_ops import take_along_dim as traceable_take_along_dim
 from .symbolic_autograd_torch1 import cat, records, same_except
 
 aten = torch.ops.aten
@@ -159,3 +161,13 @@ def index_select(x: torch.Tensor, dim: int, index: torch.Tensor) -> Any:
     sizes = list(x.shape)
     sizes[dim] = m
     return _picks(x, dim, index.reshape(shape).expand(sizes))
+
+
+def take_along_dim(x: torch.Tensor, indices: torch.Tensor, dim: Any = None) -> Any:
+    """``traceable_ops.take_along_dim`` (ATen's C++ broadcasting reads ``sizes()``) with
+    ``gather`` above while autograd records."""
+    def picks(x, dim, index):
+        out = gather(x, dim, index)
+        return torch.gather(x, dim, index) if out is NotImplemented else out
+    out = traceable_take_along_dim(x, indices, dim, gather=picks)
+    return NotImplemented if out is None else out

@@ -16,7 +16,7 @@ import torch
 
 from .symbolic_autograd_torch1 import amax_amin, cat as recorded_cat, logsumexp, squeeze
 from .symbolic_picks_torch1 import (cummax_cummin, gather, index_select, max_min_dim, sort,
-                                    topk)
+                                    take_along_dim, topk)
 from .symbolic_dispatch_torch1 import dispatch_patches
 from .symbolic_losses_torch1 import bce_with_logits, loss_meta_rules
 from .symbolic_dropout_torch1 import aten_dropout
@@ -38,7 +38,8 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     ``unbind``, ``torch.lstm``, ``torch.einsum``, ``F.ctc_loss`` (``pt2rt::ctc_loss``,
     ``ops/ctc_ops.py``), and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
     ``logsumexp``, ``amax`` / ``amin`` (``symbolic_autograd_torch1``), ``max`` / ``min`` over a dim, ``gather``,
-    ``topk``, ``sort``, ``cummax`` / ``cummin``, ``index_select`` (``symbolic_picks_torch1``)
+    ``topk``, ``sort``, ``cummax`` / ``cummin``, ``index_select``, ``take_along_dim``
+    (``symbolic_picks_torch1``)
     as symbolic-friendly Python (see the module docstring); constant SymInt arguments as ints;
     ``torch.arange`` over SymInts typed int64, as eager types integer bounds."""
 
@@ -89,6 +90,9 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
         elif func in (torch.Tensor.cummax, torch.cummax, torch.Tensor.cummin, torch.cummin) \
                 and len(args) + len(kwargs) == 2 and set(kwargs) <= {"dim"}:
             out = cummax_cummin(func, *args, **kwargs)
+        elif func in (torch.take_along_dim, torch.Tensor.take_along_dim) and \
+                set(kwargs) <= {"dim"} and len(args) + len(kwargs) == 3:
+            out = take_along_dim(*args, **kwargs)
         elif func in (torch.Tensor.index_select, torch.index_select) and not kwargs \
                 and len(args) == 3:
             out = index_select(*args)
