@@ -3,7 +3,8 @@ layers that stopped torch 1.13's symbolic capture (exporter/pt2rt/capture/torch1
 symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of its forms,
 nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, triplet margin, BCE with
 logits, cosine similarity, logsumexp, focal loss's gather, top-k routing, sort, cummax,
-index_select, amax, a weight-normed convolution, unfold / fold, take_along_dim, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+index_select, amax, a weight-normed convolution, unfold / fold, take_along_dim, GroupNorm,
+3-D and adaptive max pooling, a spatial transformer, mean(), glu, reflection and replication padding, feature and alpha dropout, a
 BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
@@ -342,6 +343,35 @@ class Unfolded(nn.Module):
 def test_unfold_fold_and_take_along_dim_with_a_dynamic_batch_match_eager(tmp_path):
     check_parity_at(tmp_path, Unfolded(), (torch.randn(3, 3, 8, 8),), ({0: BATCH},),
                     [(torch.randn(2, 3, 8, 8),), (torch.randn(12, 3, 8, 8),)])
+
+
+class PoolsAndNorms(nn.Module):
+    """nn.GroupNorm, 3-D pooling, adaptive max pooling and a spatial transformer (affine_grid
+    + grid_sample) on a dynamic batch."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 4)
+        self.conv3 = nn.Conv3d(1, 2, 3, padding=1)
+        self.theta = nn.Linear(3, 6)
+
+    def forward(self, x):
+        h = self.norm(self.conv(x))
+        v = self.conv3(x.unsqueeze(1))
+        grid = F.affine_grid(self.theta(x.mean((2, 3))).view(-1, 2, 3), list(x.shape),
+                             align_corners=False)
+        return (F.adaptive_max_pool2d(h, 3), F.avg_pool3d(v, 2),
+                F.max_pool3d(v, (1, 2, 2), ceil_mode=True),
+                F.grid_sample(x, grid, align_corners=False))
+
+
+def test_group_norm_pooling_and_a_spatial_transformer_with_a_dynamic_batch_match_eager(
+        tmp_path):
+    check_parity_at(tmp_path, PoolsAndNorms(), (torch.randn(3, 3, 8, 8),), ({0: BATCH},),
+                    [(torch.randn(2, 3, 8, 8),), (torch.randn(12, 3, 8, 8),)],
+                    rtol=1e-4, atol=1e-5)
 
 
 class Cumulative(nn.Module):

@@ -23,6 +23,8 @@ their body with ``__torch_function__`` modes popped (``F.multi_head_attention_fo
     (LossNLL.cpp's read sizes): ``symbolic_losses_torch1.loss_kernels``; ``cosine_similarity``
     (Distance.cpp's broadcast reads sizes): the same ops in Python; ``max_pool1d`` (its CPU
     inference path reads sizes): ``max_pool2d_with_indices``, as ATen's autograd path;
+    ``group_norm`` (nn.GroupNorm; group_norm.cpp reads sizes): ``native_group_norm`` with N, C
+    and H·W as SymInts, as ATen calls it;
 * ``PySymInt.__bool__``: ``bool(n)`` of a size as the guard ``n != 0`` — torch 1.13 evaluates
   ``n`` itself, recording the guard "n == its traced value" (``torch._refs``' reductions check
   ``all(a.shape[i] for i in dims)``, e.g. in softmax's ``amax``), which would fix the Dim;
@@ -140,7 +142,29 @@ def _meta_kernels() -> contextlib.ExitStack:
     stack.enter_context(_py_kernel(aten.cosine_similarity.default, implicit,
                                    _cosine_similarity_kernel))
     stack.enter_context(_py_kernel(aten.max_pool1d.default, implicit, _max_pool1d_kernel))
+    stack.enter_context(_py_kernel(aten.group_norm.default, implicit, _group_norm_kernel))
     return stack
+
+
+def _group_norm_kernel(input: torch.Tensor, num_groups: int, weight: Any = None,
+                       bias: Any = None, eps: float = 1e-05,
+                       cudnn_enabled: bool = True) -> torch.Tensor:
+    """``aten.group_norm``'s CompositeImplicitAutograd kernel while a capture traces (ATen's,
+    group_norm.cpp, reads ``sizes()`` for N, C and H·W): ``native_group_norm`` of the input made
+    contiguous with those sizes as SymInts — the op ATen calls, so the same values and
+    backward (``native_group_norm_backward``)."""
+    n, c = input.shape[0], input.shape[1]
+    hxw = 1
+    for size in input.shape[2:]:
+        hxw = hxw * size
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    weight = weight.contiguous() if weight is not None else None
+    bias = bias.contiguous() if bias is not None else None
+    return aten.native_group_norm.default(input.contiguous(), weight, bias, n, c, hxw,
+                                          num_groups, eps)[0]
 
 
 def _max_pool1d_kernel(self: torch.Tensor, kernel_size: Any, stride: Any = (),

@@ -36,6 +36,12 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
 * ``aten.max_pool2d_with_indices_backward``, ``aten.avg_pool2d_backward``,
   ``aten._adaptive_avg_pool2d_backward``: like the forward's input.
 * ``aten.native_batch_norm_backward``: like input, weight, weight.
+* ``aten.avg_pool3d``, ``aten.max_pool3d_with_indices`` (values and int64 indices),
+  ``aten.adaptive_max_pool2d`` (the same) over static spatial dims (Pool.h's
+  ``pooling_output_shape``), their backward like ``self``; ``aten.native_group_norm``: the
+  output like input, mean and rstd ``[N, group]``, its backward like input, ``[C]``, ``[C]``;
+  ``aten.grid_sampler_2d`` (``F.grid_sample``): ``[N, C, H_out, W_out]`` of its grid, its
+  backward like input and grid (GridSampler.cpp).
 * ``aten.im2col`` / ``aten.col2im`` (``F.unfold`` / ``F.fold``, each the other's backward):
   ``[N, C kh kw, L]`` and ``[N, C, *output_size]`` (Im2Col.cpp, Col2Im.cpp).
 * ``aten._weight_norm_interface`` (``torch.nn.utils.weight_norm``: wav2vec2's positional
@@ -251,6 +257,70 @@ def _adaptive_avg_pool2d(self, output_size):
     return self.new_empty(list(self.shape[:-2]) + list(output_size))
 
 
+def _n_tuple(value, n):
+    if isinstance(value, int):
+        return [value] * n
+    value = list(value)
+    return value * n if len(value) == 1 else value
+
+
+def _pooled(size, kernel, pad, stride, dilation, ceil_mode):
+    """ATen's ``pooling_output_shape`` (Pool.h) of one static dim."""
+    if not isinstance(size, int):
+        raise RuntimeError("Cannot call sizes() on tensor with symbolic sizes/strides: pooling "
+                           "over a symbolic spatial dim")
+    out = (size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)) \
+        // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _pool3d_shape(self, kernel_size, stride, padding, dilation, ceil_mode):
+    k = _n_tuple(kernel_size, 3)
+    st = _n_tuple(stride, 3) if stride else k
+    pad, dil = _n_tuple(padding, 3), _n_tuple(dilation, 3)
+    return list(self.shape[:-3]) + [_pooled(self.shape[-3 + d], k[d], pad[d], st[d], dil[d],
+                                            ceil_mode) for d in range(3)]
+
+
+def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    return self.new_empty(_pool3d_shape(self, kernel_size, stride, padding, 1, ceil_mode))
+
+
+def _max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
+                             ceil_mode=False):
+    shape = _pool3d_shape(self, kernel_size, stride, padding, dilation, ceil_mode)
+    return self.new_empty(shape), self.new_empty(shape, dtype=torch.long)
+
+
+def _adaptive_max_pool2d(self, output_size):
+    shape = list(self.shape[:-2]) + _n_tuple(output_size, 2)
+    return self.new_empty(shape), self.new_empty(shape, dtype=torch.long)
+
+
+def _grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    # GridSampler.cpp: [N, C, H_out, W_out] for a grid [N, H_out, W_out, 2]
+    return input.new_empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]))
+
+
+def _grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                              align_corners, output_mask):
+    return input.new_empty(input.shape), grid.new_empty(grid.shape)
+
+
+def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    # group_norm.cpp: the output like input, mean and rstd [N, group]
+    return input.new_empty(input.shape), input.new_empty((N, group)), \
+        input.new_empty((N, group))
+
+
+def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
+                                output_mask):
+    return input.new_empty(input.shape), input.new_empty((C,)), input.new_empty((C,))
+
+
 def _im2col(self, kernel_size, dilation, padding, stride):
     # F.unfold (Im2Col.cpp): [N, C * kh * kw, L], L the product over the (static) spatial dims of
     # (size + 2 pad - dilation (k - 1) - 1) // stride + 1; a batched [C, H, W] input drops N
@@ -386,6 +456,16 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.replication_pad3d_backward.default: _like_self,
         aten.native_batch_norm_backward.default: _native_batch_norm_backward,
         aten.im2col.default: _im2col,
+        aten.avg_pool3d.default: _avg_pool3d,
+        aten.avg_pool3d_backward.default: _like_self,
+        aten.max_pool3d_with_indices.default: _max_pool3d_with_indices,
+        aten.max_pool3d_with_indices_backward.default: _like_self,
+        aten.adaptive_max_pool2d.default: _adaptive_max_pool2d,
+        aten.adaptive_max_pool2d_backward.default: _like_self,
+        aten.native_group_norm.default: _native_group_norm,
+        aten.grid_sampler_2d.default: _grid_sampler_2d,
+        aten.grid_sampler_2d_backward.default: _grid_sampler_2d_backward,
+        aten.native_group_norm_backward.default: _native_group_norm_backward,
         aten.col2im.default: _col2im,
         aten.select.int: meta_select,
         aten.unsafe_split.Tensor: meta_split,

@@ -26,6 +26,7 @@ from .symbolic_meta_torch1 import (aten_linear, basic_getitem, basic_setitem,
                                    static_int, unbind_function)
 from .symbolic_rnn_torch1 import lstm
 from ...ops.ctc_ops import ctc_loss, functional_ctc_loss
+from ...ops.traceable_ops import affine_grid as traceable_affine_grid
 
 
 _MAX_MIN = (torch.max, torch.Tensor.max, torch.min, torch.Tensor.min)
@@ -35,7 +36,7 @@ _AMAX_AMIN = (torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin)
 class SymbolicFunctions(torch.overrides.TorchFunctionMode):
     """Runs ``F.dropout``, ``F.linear``, basic ``Tensor.__getitem__`` / ``__setitem__``,
     ``mean()`` over all dims, ``F.binary_cross_entropy_with_logits``, ``chunk``, ``narrow``,
-    ``unbind``, ``torch.lstm``, ``torch.einsum``, ``F.ctc_loss`` (``pt2rt::ctc_loss``,
+    ``unbind``, ``torch.lstm``, ``torch.einsum``, ``F.affine_grid`` (``traceable_ops``), ``F.ctc_loss`` (``pt2rt::ctc_loss``,
     ``ops/ctc_ops.py``), and, recorded by autograd, ``torch.cat``, ``squeeze(dim)``,
     ``logsumexp``, ``amax`` / ``amin`` (``symbolic_autograd_torch1``), ``max`` / ``min`` over a dim, ``gather``,
     ``topk``, ``sort``, ``cummax`` / ``cummin``, ``index_select``, ``take_along_dim``
@@ -103,6 +104,8 @@ class SymbolicFunctions(torch.overrides.TorchFunctionMode):
                 out = logsumexp(named["input"], named["dim"], named.get("keepdim", False))
         elif func in _MAX_MIN:
             out = max_min_dim(func, args, kwargs)
+        elif func is torch.nn.functional.affine_grid:
+            out = traceable_affine_grid(*args, **kwargs)
         elif func is torch.nn.functional.ctc_loss:
             out = functional_ctc_loss(*args, **kwargs)
         elif func is torch.ctc_loss:
