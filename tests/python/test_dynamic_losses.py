@@ -4,7 +4,8 @@ symbolic_losses_torch1.py, symbolic_meta_torch1.py): cross_entropy in each of it
 nll_loss over images, mse, smooth-L1, L1, Huber, multi-margin, triplet margin, BCE with
 logits, cosine similarity, logsumexp, focal loss's gather, top-k routing, sort, cummax,
 index_select, amax, a weight-normed convolution, unfold / fold, take_along_dim, GroupNorm,
-3-D and adaptive max pooling, a spatial transformer, mean(), glu, reflection and replication padding, feature and alpha dropout, a
+3-D, 1-D and adaptive max pooling, a spatial transformer, circular padding, bicubic
+upsampling, mean(), glu, reflection and replication padding, feature and alpha dropout, a
 BiLSTM tagger's reshape(-1, C), a text CNN's max over time, max_pool1d over time. Both lanes: one archive per model, eval and a training step against
 eager at both ends of the range. On torch 1.13 what its autograd cannot record on symbolic
 sizes is refused by name — the backward's autograd node included — with train=False as the
@@ -346,8 +347,9 @@ def test_unfold_fold_and_take_along_dim_with_a_dynamic_batch_match_eager(tmp_pat
 
 
 class PoolsAndNorms(nn.Module):
-    """nn.GroupNorm, 3-D pooling, adaptive max pooling and a spatial transformer (affine_grid
-    + grid_sample) on a dynamic batch."""
+    """nn.GroupNorm, 3-D pooling, adaptive max pooling, a spatial transformer (affine_grid +
+    grid_sample), circular padding, bicubic upsampling and 1-D average pooling over a dynamic
+    batch."""
 
     def __init__(self):
         super().__init__()
@@ -362,9 +364,13 @@ class PoolsAndNorms(nn.Module):
         v = self.conv3(x.unsqueeze(1))
         grid = F.affine_grid(self.theta(x.mean((2, 3))).view(-1, 2, 3), list(x.shape),
                              align_corners=False)
+        seq = h.flatten(2)   # [N, C, 64]
         return (F.adaptive_max_pool2d(h, 3), F.avg_pool3d(v, 2),
                 F.max_pool3d(v, (1, 2, 2), ceil_mode=True),
-                F.grid_sample(x, grid, align_corners=False))
+                F.grid_sample(x, grid, align_corners=False),
+                F.pad(h, (1, 2, 2, 1), mode="circular"),
+                F.interpolate(h, scale_factor=2, mode="bicubic", align_corners=False),
+                F.avg_pool1d(seq, 4, 2, 1), F.adaptive_avg_pool1d(seq, 5))
 
 
 def test_group_norm_pooling_and_a_spatial_transformer_with_a_dynamic_batch_match_eager(

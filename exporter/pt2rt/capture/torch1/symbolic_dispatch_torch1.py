@@ -52,6 +52,7 @@ from .symbolic_losses_torch1 import loss_kernels
 from .symbolic_meta_torch1 import (chunk_as_split, meta_select, meta_split, meta_unbind,
                                    static_int, weight_norm_interface,
                                    weight_norm_interface_backward)
+from .symbolic_pooling_torch1 import pad_circular, pooling_kernels
 
 aten = torch.ops.aten
 
@@ -135,13 +136,12 @@ def _meta_kernels() -> contextlib.ExitStack:
     implicit = torch._C.DispatchKey.CompositeImplicitAutograd
     stack.enter_context(_py_kernel(aten.chunk.default, implicit, _chunk_kernel))
     stack.enter_context(_py_kernel(aten.dropout.default, implicit, _dropout_kernel))
-    stack.enter_context(_py_kernel(aten.adaptive_avg_pool2d.default, implicit,
-                                   _adaptive_avg_pool2d_kernel))
+    for op, fn in pooling_kernels():
+        stack.enter_context(_py_kernel(op, implicit, fn))
     for op, fn in _FEATURE_DROPOUTS + loss_kernels():
         stack.enter_context(_py_kernel(op, implicit, fn))
     stack.enter_context(_py_kernel(aten.cosine_similarity.default, implicit,
                                    _cosine_similarity_kernel))
-    stack.enter_context(_py_kernel(aten.max_pool1d.default, implicit, _max_pool1d_kernel))
     stack.enter_context(_py_kernel(aten.group_norm.default, implicit, _group_norm_kernel))
     return stack
 
@@ -165,23 +165,6 @@ def _group_norm_kernel(input: torch.Tensor, num_groups: int, weight: Any = None,
     bias = bias.contiguous() if bias is not None else None
     return aten.native_group_norm.default(input.contiguous(), weight, bias, n, c, hxw,
                                           num_groups, eps)[0]
-
-
-def _max_pool1d_kernel(self: torch.Tensor, kernel_size: Any, stride: Any = (),
-                       padding: Any = (0,), dilation: Any = (1,),
-                       ceil_mode: bool = False) -> torch.Tensor:
-    """``aten.max_pool1d``'s CompositeImplicitAutograd kernel while a capture traces: ATen's
-    path when autograd records always (MaxPooling.cpp: the values of
-    ``max_pool1d_with_indices``, Pooling.cpp: ``max_pool2d_with_indices`` over
-    ``self.unsqueeze(-2)`` with a 1-high window, squeezed), for its CPU inference path reads
-    concrete sizes; the squeeze through ``symbolic_autograd_torch1.squeeze`` (whose autograd
-    node takes symbolic sizes). The same values."""
-    stride = list(stride) or list(kernel_size)
-    out, _ = aten.max_pool2d_with_indices.default(
-        self.unsqueeze(-2), [1, kernel_size[0]], [1, stride[0]], [0, padding[0]],
-        [1, dilation[0]], ceil_mode)
-    squeezed = autograd_ops.squeeze(out, -2)
-    return out.squeeze(-2) if squeezed is NotImplemented else squeezed
 
 
 def _cosine_similarity_kernel(x1: torch.Tensor, x2: torch.Tensor, dim: int = 1,
@@ -252,26 +235,23 @@ def _dropout_kernel(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
     return aten_dropout(input, p, train)
 
 
-def _adaptive_avg_pool2d_kernel(input: torch.Tensor, output_size: Any) -> torch.Tensor:
-    """``aten.adaptive_avg_pool2d``'s CompositeImplicitAutograd kernel while a capture traces
-    (ATen's ``adaptive_avg_pool2d``, AdaptiveAveragePooling.cpp: the mean over the last two dims
-    for a 1x1 output, else ``_adaptive_avg_pool2d``; the channels-last restriding it applies to
-    a 1x1 result changes no element)."""
-    if list(output_size) == [1, 1]:
-        return input.mean([-1, -2], keepdim=True)
-    return aten._adaptive_avg_pool2d.default(input, output_size)
-
-
 @contextlib.contextmanager
 def _pad_with_constant_sizes() -> Iterator[None]:
-    """``torch.nn.functional.pad`` with constant SymInt pads as ints (module docstring); callers
-    that bound ``F.pad`` before the capture (``from torch.nn.functional import pad``) keep the
-    binding and its TypeError."""
+    """``torch.nn.functional.pad`` with constant SymInt pads as ints (module docstring), and
+    ``mode="circular"`` as ``symbolic_pooling_torch1.pad_circular``; callers that bound
+    ``F.pad`` before the capture (``from torch.nn.functional import pad``) keep the binding and
+    its TypeError."""
     import torch.nn.functional as F
     old = F.pad
 
     def pad(input: torch.Tensor, pad: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
-        return old(input, tuple(static_int(p) for p in pad), *args, **kwargs)
+        pad = tuple(static_int(p) for p in pad)
+        mode = args[0] if args else kwargs.get("mode", "constant")
+        if mode == "circular":
+            out = pad_circular(input, pad)
+            if out is not NotImplemented:
+                return out
+        return old(input, pad, *args, **kwargs)
 
     F.pad = pad
     try:

@@ -62,7 +62,7 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
   the pieces as views (TensorShape.cpp); over a symbolic dim refused (the number of results
   would depend on the size: a dynamic LSTM sequence length stops at ``aten.unbind.int``).
 * ``aten.slice_backward``, ``aten.select_backward``: a new tensor of the input's sizes.
-* ``aten.upsample_bilinear2d.vec``, ``aten.upsample_nearest2d.vec`` (``F.interpolate``, the
+* ``aten.upsample_bilinear2d.vec``, ``aten.upsample_bicubic2d.vec``, ``aten.upsample_nearest2d.vec`` (``F.interpolate``, the
   segmentation heads): ``[N, C, *output_size]`` (or the spatial sizes times the scale
   factors); their ``_backward.vec``: the input's sizes (UpSample.cpp).
 
@@ -476,6 +476,8 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.upsample_bilinear2d.vec: _upsample_vec,
         aten.upsample_nearest2d.vec: _upsample_vec,
         aten.upsample_bilinear2d_backward.vec: _upsample_vec_backward,
+        aten.upsample_bicubic2d.vec: _upsample_vec,
+        aten.upsample_bicubic2d_backward.vec: _upsample_vec_backward,
         aten.upsample_nearest2d_backward.vec: _upsample_vec_backward,
     }
 
