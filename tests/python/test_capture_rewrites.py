@@ -123,17 +123,17 @@ class SpatialTransformer(torch.nn.Module):
 @pytest.mark.parametrize("volumetric", [False, True], ids=["2d", "3d"])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_affine_grid_matches_eager_with_a_dynamic_batch(volumetric, align_corners, tmp_path):
-    """torch 2: F.affine_grid's ATen backward takes int[] sizes, so a dynamic batch could not
-    be differentiated; its traceable form (traceable_ops.affine_grid) gives eager's grid and
-    gradients. torch 1.13 captures the op itself (static batch)."""
-    torch2 = int(torch.__version__.split(".")[0]) >= 2
+    """F.affine_grid's ATen backward takes int[] sizes, so a dynamic batch could not be
+    differentiated (torch 2), and torch 1.13's affine_grid_generator takes no SymInts: its
+    traceable form (traceable_ops.affine_grid) gives eager's grid and gradients on both
+    lanes."""
     model = SpatialTransformer(align_corners, volumetric)
     shape = (2, 3, 3, 4, 5) if volumetric else (2, 3, 4, 5)
-    dynamic = ({0: pt2rt.Dim("batch", min=1, max=8)},) if torch2 else None
+    dynamic = ({0: pt2rt.Dim("batch", min=1, max=8)},)
     path = str(tmp_path / "stn.pt2")
     pt2rt.export(model, (torch.randn(*shape),), dynamic_shapes=dynamic).save(path)
     loaded = pt2rt.load(path)
-    for batch in ((1, 5) if torch2 else (2,)):
+    for batch in (1, 5):
         x = torch.randn(batch, *shape[1:])
         out = model(x)
         torch.testing.assert_close(loaded.run_inference(x)[0], out.detach())
@@ -144,10 +144,3 @@ def test_affine_grid_matches_eager_with_a_dynamic_batch(volumetric, align_corner
         for name, p in model.named_parameters():
             torch.testing.assert_close(step.grads[name], p.grad, rtol=1e-4, atol=1e-5)
 
-
-@pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2, reason="torch 1.13's limit")
-def test_affine_grid_with_a_dynamic_batch_is_refused_by_name_on_torch_1_13():
-    with pytest.raises(pt2rt.ExportError, match=r"affine_grid has no symbolic-shape rule on "
-                       r"torch 1\.13.*static shapes"):
-        pt2rt.export(SpatialTransformer(False), (torch.randn(2, 3, 4, 5),),
-                     dynamic_shapes=({0: pt2rt.Dim("batch", min=1, max=8)},))

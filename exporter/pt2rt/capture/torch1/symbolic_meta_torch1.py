@@ -40,8 +40,8 @@ Rules (the op -> its output shapes, as ATen's kernels compute them):
   ``aten.adaptive_max_pool2d`` (the same) over static spatial dims (Pool.h's
   ``pooling_output_shape``), their backward like ``self``; ``aten.native_group_norm``: the
   output like input, mean and rstd ``[N, group]``, its backward like input, ``[C]``, ``[C]``;
-  ``aten.grid_sampler_2d`` (``F.grid_sample``): ``[N, C, H_out, W_out]`` of its grid, its
-  backward like input and grid (GridSampler.cpp).
+  ``aten.grid_sampler_2d`` / ``_3d`` (``F.grid_sample``): ``[N, C, *out]`` of its grid
+  ``[N, *out, 2 or 3]``, its backward like input and grid (GridSampler.cpp).
 * ``aten.im2col`` / ``aten.col2im`` (``F.unfold`` / ``F.fold``, each the other's backward):
   ``[N, C kh kw, L]`` and ``[N, C, *output_size]`` (Im2Col.cpp, Col2Im.cpp).
 * ``aten._weight_norm_interface`` (``torch.nn.utils.weight_norm``: wav2vec2's positional
@@ -300,13 +300,13 @@ def _adaptive_max_pool2d(self, output_size):
     return self.new_empty(shape), self.new_empty(shape, dtype=torch.long)
 
 
-def _grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
-    # GridSampler.cpp: [N, C, H_out, W_out] for a grid [N, H_out, W_out, 2]
-    return input.new_empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]))
+def _grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    # GridSampler.cpp: [N, C, *out] for a grid [N, *out, 2 or 3]
+    return input.new_empty([input.shape[0], input.shape[1]] + list(grid.shape[1:-1]))
 
 
-def _grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
-                              align_corners, output_mask):
+def _grid_sampler_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                           align_corners, output_mask):
     return input.new_empty(input.shape), grid.new_empty(grid.shape)
 
 
@@ -463,8 +463,10 @@ def meta_rules() -> Dict[Any, Callable]:
         aten.adaptive_max_pool2d.default: _adaptive_max_pool2d,
         aten.adaptive_max_pool2d_backward.default: _like_self,
         aten.native_group_norm.default: _native_group_norm,
-        aten.grid_sampler_2d.default: _grid_sampler_2d,
-        aten.grid_sampler_2d_backward.default: _grid_sampler_2d_backward,
+        aten.grid_sampler_2d.default: _grid_sampler,
+        aten.grid_sampler_2d_backward.default: _grid_sampler_backward,
+        aten.grid_sampler_3d.default: _grid_sampler,
+        aten.grid_sampler_3d_backward.default: _grid_sampler_backward,
         aten.native_group_norm_backward.default: _native_group_norm_backward,
         aten.col2im.default: _col2im,
         aten.select.int: meta_select,
