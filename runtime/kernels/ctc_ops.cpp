@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace pt2rt {
@@ -42,18 +43,12 @@ void check_lengths(const at::Tensor& t, const char* name, int64_t n) {
 /// Pops the six arguments the two schemas end with and checks what does not need values.
 CtcArgs pop_args(Stack& s) {
   CtcArgs a;
-  a.zero_infinity = s.back().toBool();
-  s.pop_back();
-  a.blank = s.back().toInt();
-  s.pop_back();
-  a.target_lengths = s.back().toTensor();
-  s.pop_back();
-  a.input_lengths = s.back().toTensor();
-  s.pop_back();
-  a.targets = s.back().toTensor();
-  s.pop_back();
-  a.log_probs = s.back().toTensor();
-  s.pop_back();
+  a.zero_infinity = torch::jit::pop(s).toBool();
+  a.blank = torch::jit::pop(s).toInt();
+  a.target_lengths = torch::jit::pop(s).toTensor();
+  a.input_lengths = torch::jit::pop(s).toTensor();
+  a.targets = torch::jit::pop(s).toTensor();
+  a.log_probs = torch::jit::pop(s).toTensor();
   TORCH_CHECK(a.log_probs.dim() == 3 && at::isFloatingType(a.log_probs.scalar_type()),
               "pt2rt::ctc_loss: log_probs must be a floating [T, N, C] tensor, got ",
               a.log_probs.toString(), " ", a.log_probs.sizes());
@@ -77,13 +72,20 @@ std::vector<int64_t> host_values(const at::Tensor& t) {
   return std::vector<int64_t>(p, p + c.numel());
 }
 
-/// ATen's _ctc_loss on `a`: (negative log-likelihood [N], log_alpha).
-std::tuple<at::Tensor, at::Tensor> forward(const CtcArgs& a) {
-  const std::vector<int64_t> il = host_values(a.input_lengths);
-  const std::vector<int64_t> tl = host_values(a.target_lengths);
-  return at::_ctc_loss(a.log_probs, a.targets.to(a.log_probs.device(), at::kLong), il, tl, a.blank,
-                       a.zero_infinity);
-}
+/// ATen's _ctc_loss on `a`, as eager's ctc_loss calls it: the lengths read on the host, the
+/// targets int64 on log_probs' device. Keeps those arguments for _ctc_loss_backward.
+struct AtenCtc {
+  std::vector<int64_t> input_lengths, target_lengths;
+  at::Tensor targets, nll, log_alpha;
+
+  explicit AtenCtc(const CtcArgs& a)
+      : input_lengths(host_values(a.input_lengths)),
+        target_lengths(host_values(a.target_lengths)),
+        targets(a.targets.to(a.log_probs.device(), at::kLong)) {
+    std::tie(nll, log_alpha) = at::_ctc_loss(a.log_probs, targets, input_lengths, target_lengths,
+                                             a.blank, a.zero_infinity);
+  }
+};
 
 }  // namespace
 
@@ -93,13 +95,12 @@ void ctc_loss_kernel(Stack& s) {
     s.emplace_back(at::empty({a.log_probs.size(1)}, a.log_probs.options()));
     return;
   }
-  s.emplace_back(std::get<0>(forward(a)));
+  s.emplace_back(AtenCtc(a).nll);
 }
 
 void ctc_loss_backward_kernel(Stack& s) {
   const CtcArgs a = pop_args(s);
-  const at::Tensor grad = s.back().toTensor();
-  s.pop_back();
+  const at::Tensor grad = torch::jit::pop(s).toTensor();
   TORCH_CHECK(
       grad.dim() == 1 && grad.size(0) == a.log_probs.size(1) &&
           grad.scalar_type() == a.log_probs.scalar_type() && grad.device() == a.log_probs.device(),
@@ -109,11 +110,9 @@ void ctc_loss_backward_kernel(Stack& s) {
     s.emplace_back(at::empty_like(a.log_probs));
     return;
   }
-  const std::vector<int64_t> il = host_values(a.input_lengths);
-  const std::vector<int64_t> tl = host_values(a.target_lengths);
-  const at::Tensor targets = a.targets.to(a.log_probs.device(), at::kLong);
-  auto [nll, log_alpha] = at::_ctc_loss(a.log_probs, targets, il, tl, a.blank, a.zero_infinity);
-  s.emplace_back(at::_ctc_loss_backward(grad, a.log_probs, targets, il, tl, nll, log_alpha, a.blank,
+  const AtenCtc f(a);  // recomputed: log_alpha is never a saved activation
+  s.emplace_back(at::_ctc_loss_backward(grad, a.log_probs, f.targets, f.input_lengths,
+                                        f.target_lengths, f.nll, f.log_alpha, a.blank,
                                         a.zero_infinity));
 }
 

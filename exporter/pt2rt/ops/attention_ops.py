@@ -48,9 +48,9 @@ from typing import Any, Iterator, List, Optional, Sequence
 
 import torch
 
+from .op_library import Fragment, defined
 from .rnn_ops import autograd_dispatch
 
-NAMESPACE = "pt2rt"
 SCHEMA = ("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
           "Tensor? attn_mask, bool is_causal, float? scale, bool enable_gqa) -> Tensor")
 BACKWARD_SCHEMA = ("scaled_dot_product_attention_backward(Tensor grad_out, Tensor query, "
@@ -108,26 +108,20 @@ _LIBRARY: Any = None  # keeps the registrations alive
 
 def register() -> None:
     """Defines the two ops with CPU/CUDA kernels and a symbolic-shape rule, once per process
-    (a FRAGMENT of the ``pt2rt`` namespace; a no-op where ``supported()`` is false or the ops
-    are already defined)."""
+    (``op_library.Fragment``; a no-op where ``supported()`` is false or the ops are already
+    defined)."""
     global _LIBRARY
-    if _LIBRARY is not None or not supported():
+    if _LIBRARY is not None or not supported() or defined("scaled_dot_product_attention"):
         return
-    try:
-        torch.ops.pt2rt.scaled_dot_product_attention.default
-        return
-    except (AttributeError, RuntimeError):
-        pass
-    lib = torch.library.Library(NAMESPACE, "FRAGMENT")
-    lib.define(SCHEMA)
-    lib.define(BACKWARD_SCHEMA)
+    fragment = Fragment()
+    fragment.define(SCHEMA)
+    fragment.define(BACKWARD_SCHEMA)
     for key in ("CPU", "CUDA"):
-        lib.impl("scaled_dot_product_attention", _attention, key)
-        lib.impl("scaled_dot_product_attention_backward", _attention_backward, key)
-    torch.library.register_fake("pt2rt::scaled_dot_product_attention", _attention_fake, lib=lib)
-    torch.library.register_fake("pt2rt::scaled_dot_product_attention_backward",
-                                _attention_backward_fake, lib=lib)
-    _LIBRARY = lib
+        fragment.impl("scaled_dot_product_attention", _attention, key)
+        fragment.impl("scaled_dot_product_attention_backward", _attention_backward, key)
+    fragment.shape_rule("scaled_dot_product_attention", _attention_fake)
+    fragment.shape_rule("scaled_dot_product_attention_backward", _attention_backward_fake)
+    _LIBRARY = fragment
 
 
 class _AttentionFunction(torch.autograd.Function):

@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.nn._reduction import get_enum
 
 from ..ir.symbols import is_symint
 from . import autograd_cuts
@@ -51,7 +52,6 @@ SCHEMA = ("ctc_loss(Tensor log_probs, Tensor targets, Tensor input_lengths, "
 BACKWARD_SCHEMA = ("ctc_loss_backward(Tensor grad, Tensor log_probs, Tensor targets, "
                    "Tensor input_lengths, Tensor target_lengths, int blank, bool zero_infinity) "
                    "-> Tensor")
-_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
 def _aten_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
@@ -173,8 +173,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 
 def functional_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0,
                         reduction="mean", zero_infinity=False):
-    """``F.ctc_loss``: its ``reduction`` string checked as there (``_Reduction.get_enum``)."""
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
+    """``F.ctc_loss``: its ``reduction`` string turned into the enum as there
+    (``torch.nn._reduction.get_enum``, which raises for an unknown one)."""
     return ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
-                    _REDUCTIONS[reduction], zero_infinity)
+                    get_enum(reduction), zero_infinity)

@@ -25,7 +25,7 @@ as equivalent ones it can. Each keeps the values exactly.
 from __future__ import annotations
 
 import operator
-from typing import Any, Set
+from typing import Any, List
 
 import torch
 import torch.fx as fx
@@ -50,7 +50,7 @@ def _sym_numel_as_size_product(g: fx.GraphModule) -> bool:
                                                              aten.sym_numel.default):
             continue
         tensor = node.args[0]
-        meta = tensor.meta.get("val", tensor.meta.get("tensor_meta"))
+        meta = _meta(tensor)
         if meta is None or len(meta.shape) == 0:
             continue
         with g.graph.inserting_before(node):
@@ -64,13 +64,13 @@ def _sym_numel_as_size_product(g: fx.GraphModule) -> bool:
     return changed
 
 
-def _aliases(value: fx.Node) -> Set[fx.Node]:
-    """``value`` and what it aliases through the in-place ops that produced it (their
-    ``self``, which each returns)."""
-    chain = {value}
+def _in_place_chain(value: fx.Node) -> List[fx.Node]:
+    """``value``, then what it aliases through the in-place ops that produced it (their
+    ``self``, which each returns), the tensor they all mutate last."""
+    chain = [value]
     while value.op == "call_function" and _mutates_self(value.target) and value.args:
         value = value.args[0]
-        chain.add(value)
+        chain.append(value)
     return chain
 
 
@@ -102,18 +102,12 @@ def _storage_root(value: fx.Node) -> fx.Node:
     return value
 
 
-def _unmutated(value: fx.Node) -> fx.Node:
-    while value.op == "call_function" and _mutates_self(value.target) and value.args:
-        value = value.args[0]
-    return value
-
-
 def _same_view(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are the same elements of the same storage: one node (through in-place
     ops) or one view op with equal arguments of such a pair."""
     if not isinstance(a, fx.Node) or not isinstance(b, fx.Node):
         return False
-    a, b = _unmutated(a), _unmutated(b)
+    a, b = _in_place_chain(a)[-1], _in_place_chain(b)[-1]
     if a is b:
         return True
     return a.op == b.op == "call_function" and a.target == b.target and _is_view(a.target) \
@@ -121,10 +115,15 @@ def _same_view(a: Any, b: Any) -> bool:
         and _same_view(a.args[0], b.args[0])
 
 
+def _meta(value: Any) -> Any:
+    """A node's traced tensor metadata (``val`` or ``tensor_meta``), or None."""
+    if not isinstance(value, fx.Node):
+        return None
+    return value.meta.get("val", value.meta.get("tensor_meta"))
+
+
 def _dtype(value: Any) -> Any:
-    meta = value.meta.get("val", value.meta.get("tensor_meta")) if isinstance(value, fx.Node) \
-        else None
-    return getattr(meta, "dtype", None)
+    return getattr(_meta(value), "dtype", None)
 
 
 def _copy_as_fill_and_add(g: fx.GraphModule) -> bool:
@@ -161,7 +160,7 @@ def _division_out_of_place(g: fx.GraphModule) -> bool:
     for node in list(g.graph.nodes):
         if node.op != "call_function" or node.target not in _DIVISIONS:
             continue
-        chain = _aliases(node.args[0])
+        chain = _in_place_chain(node.args[0])
         if any(n.op != "call_function" for n in chain) or any(
                 _is_view(u.target) for n in chain for u in n.users if u.op == "call_function"):
             continue
